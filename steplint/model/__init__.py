@@ -1,0 +1,246 @@
+"""The training-step model of one module, built once and read by every rule (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from steplint.model.events import (
+    CHECKPOINT_SAVE,
+    COMMITTED_STEP,
+    COUNTER_INCREMENT,
+    EARLY_EXIT,
+    EVALUATION,
+    OPTIMIZER_STEP,
+    SCALE_READ,
+    SCALER_UPDATE,
+    SCHEDULER_STEP,
+    SKIPPABLE_STEP,
+    Event,
+    collect_events,
+)
+from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.roles import RoleTable
+from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
+from steplint.model.syntax import ImportMap, walk_expressions
+from steplint.source import Source
+
+__all__ = [
+    "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
+    "SKIPPABLE_STEP", "OPTIMIZER_STEP", "SCHEDULER_STEP", "SCALER_UPDATE", "SCALE_READ", "COUNTER_INCREMENT",
+    "CHECKPOINT_SAVE", "EVALUATION", "COMMIT_GATE", "GUESSED_GATE", "WINDOW_BOUNDARY", "COMMITTED_STEP",
+]
+
+STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
+
+
+@dataclass(eq=False)
+class ModuleModel:
+    source: Source
+    module: cst.Module
+    positions: Dict[cst.CSTNode, CodeRange]
+    imports: ImportMap
+    structure: Structure
+    roles: RoleTable
+    helper_present: bool  # committed_step is defined in or imported into the module
+    events: List[Event] = field(default_factory=list)
+    _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
+    _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
+    _scale_vars: Set[str] = field(default_factory=set)
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def of_kind(self, *kinds: str) -> List[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def events_at(self, site: Site) -> List[Event]:
+        return [e for e in self.events if e.site is site]
+
+    # -- guards ----------------------------------------------------------------------------------
+
+    def guard_kinds(self, guard: Guard) -> FrozenSet[str]:
+        return self._kinds.get(id(guard.test), frozenset())
+
+    def guards_of_kind(self, site: Site, *kinds: str) -> List[Guard]:
+        return [g for g in site.guards if self.guard_kinds(g) & set(kinds)]
+
+    def gated(self, site: Site) -> bool:
+        """Runs under a commit gate, exact or guessed (SL105 reports the guessed ones)."""
+        return bool(self.guards_of_kind(site, COMMIT_GATE, GUESSED_GATE))
+
+    def window(self, site: Site) -> Optional[Guard]:
+        """The innermost window-boundary guard of a statement."""
+        found = self.guards_of_kind(site, WINDOW_BOUNDARY)
+        return found[-1] if found else None
+
+    # -- relations between events ----------------------------------------------------------------
+
+    @staticmethod
+    def same_iteration(a: Site, b: Site) -> bool:
+        """In one scope and one iteration of the same innermost loop (or both in no loop)."""
+        return a.scope is b.scope and a.loop is b.loop
+
+    @staticmethod
+    def exclusive(a: Site, b: Site) -> bool:
+        """In different branches of one `if`: never both in one pass."""
+        polarity = {id(g.test): g.negated for g in a.guards if not g.early_exit}
+        return any(id(g.test) in polarity and polarity[id(g.test)] != g.negated for g in b.guards if not g.early_exit)
+
+    def same_window(self, update: Site, other: Site) -> bool:
+        """`other` runs once per update attempt: under the update's window boundary, if it has one."""
+        boundary = self.window(update)
+        return boundary is None or any(g is boundary or g.test is boundary.test and g.negated == boundary.negated for g in other.guards)
+
+    def attempt_for(self, event: Event, before_only: bool = True) -> Optional[Event]:
+        """The skippable update that `event` follows in the same iteration and window, if any."""
+        candidates = [
+            u for u in self.of_kind(SKIPPABLE_STEP)
+            if self.same_iteration(u.site, event.site) and not self.exclusive(u.site, event.site) and self.same_window(u.site, event.site)
+        ]
+        before = [u for u in candidates if u.order < event.order]
+        if before:
+            return before[-1]
+        return None if before_only or not candidates else candidates[0]
+
+    # -- facts about names -----------------------------------------------------------------------
+
+    def mentions(self, expr: cst.CSTNode, scope: Scope, key: str) -> bool:
+        return any(
+            isinstance(sub, (cst.Name, cst.Attribute)) and self.roles.key(sub, scope) == key for sub in walk_expressions(expr)
+        )
+
+    def is_scale_read(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        if isinstance(expr, cst.Call):
+            return any(e.node is expr for e in self.of_kind(SCALE_READ))
+        return isinstance(expr, cst.Name) and self.roles.key(expr, scope) in self._scale_vars
+
+    def flag_kinds(self, name: cst.Name, scope: Scope) -> FrozenSet[str]:
+        return self._flags.get(self.roles.key(name, scope) or "", frozenset())
+
+    def flag_assignment(self, name: cst.Name, scope: Scope) -> Optional[cst.Assign]:
+        """The assignment that gave a condition flag its value (`was_run = before <= after`)."""
+        key = self.roles.key(name, scope)
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Assign) and site.scope is scope and len(node.targets) == 1:
+                if self.roles.key(node.targets[0].target, scope) == key:
+                    return node
+        return None
+
+    def statements_in(self, scope: Scope, key: str) -> Iterable[tuple]:
+        """(node, site) of the scopes where `key` can be read: its function, its class's methods, or all."""
+        prefix = key.split(":", 1)[0]
+        for node, site in self.structure.statements:
+            owner = site.scope
+            if prefix.startswith("class "):
+                if owner.class_name == prefix[len("class "):]:
+                    yield node, site
+            elif prefix == "<module>" or owner.name == prefix:
+                yield node, site
+
+    def counter_feeds(self, increment: Event) -> Set[str]:
+        """What an update counter feeds: schedule, lr, checkpoint, eval, stop."""
+        scope = increment.site.scope
+        key = self.roles.key(increment.subject, scope)
+        if key is None:
+            return set()
+        feeds: Set[str] = set()
+        derived = {key}
+        for node, site in self.statements_in(scope, key):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and any(self.mentions(node.value, site.scope, k) for k in derived):
+                target_key = self.roles.key(node.targets[0].target, site.scope)
+                if target_key and target_key != key:
+                    derived.add(target_key)
+
+        def reads(expr: cst.CSTNode, s: Scope) -> bool:
+            return any(self.mentions(expr, s, k) for k in derived)
+
+        for event in self.events:
+            s = event.site.scope
+            if event.node is increment.node:
+                continue
+            if event.kind == SCHEDULER_STEP:
+                value = event.node.value if isinstance(event.node, cst.Assign) else event.node
+                arguments = value if isinstance(event.node, cst.Assign) else cst.Tuple([cst.Element(a.value) for a in event.node.args])
+                if reads(arguments, s):
+                    feeds.add("lr" if isinstance(event.node, cst.Assign) else "schedule")
+            guard_reads = any(reads(g.test, s) for g in event.site.guards)
+            if event.kind == CHECKPOINT_SAVE and (guard_reads or reads(event.node, s)):
+                feeds.add("checkpoint")
+            elif event.kind == EVALUATION and guard_reads:
+                feeds.add("eval")
+            elif event.kind == EARLY_EXIT and guard_reads:
+                feeds.add("stop")
+        for loop, site in self.structure.while_loops:
+            if reads(loop.test, site.scope):
+                feeds.add("stop")
+        return feeds
+
+    # -- positions -------------------------------------------------------------------------------
+
+    def span(self, node: cst.CSTNode) -> tuple:
+        """(start offset, end offset) of a node."""
+        where = self.positions[node]
+        return self.source.offset(where.start.line, where.start.column), self.source.offset(where.end.line, where.end.column)
+
+    def rows(self, node: cst.CSTNode) -> tuple:
+        where = self.positions[node]
+        return where.start.line, where.end.line
+
+    def text(self, node: cst.CSTNode) -> str:
+        start, end = self.span(node)
+        return self.source.text[start:end]
+
+    # -- building --------------------------------------------------------------------------------
+
+    def _classify_guards(self) -> None:
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                key = self.roles.key(node.targets[0].target, site.scope)
+                value = node.value
+                if isinstance(value, cst.Call) and any(e.node is value for e in self.of_kind(SCALE_READ)):
+                    self._scale_vars.add(key)  # type: ignore[arg-type]
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                kinds = self._kinds_of(node.value, site.scope)
+                if kinds & {COMMIT_GATE, GUESSED_GATE}:
+                    self._flags[self.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
+        for event in self.of_kind(SKIPPABLE_STEP):
+            if event.gate_var:
+                self._flags[self.roles.key(cst.Name(event.gate_var), event.site.scope)] = frozenset({COMMIT_GATE})  # type: ignore[index]
+        seen = set()
+        for _, site in self.structure.statements:
+            for guard in site.guards:
+                if id(guard.test) not in seen:
+                    seen.add(id(guard.test))
+                    self._kinds[id(guard.test)] = self._kinds_of(guard.test, site.scope)
+        # A cadence test that guards the update is the window boundary.
+        for step in self.of_kind(*STEPS):
+            for guard in step.site.guards:
+                kinds = self._kinds[id(guard.test)]
+                if MODULO in kinds:
+                    self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
+
+    def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
+        return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
+
+
+def _helper_names(imports: ImportMap, module: cst.Module) -> frozenset:
+    names = {local for local, qualified in imports.names.items() if qualified == f"steplint.runtime.{COMMITTED_STEP}"}
+    names.update(s.name.value for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == COMMITTED_STEP)
+    return frozenset(names)
+
+
+def build_model(source: Source, module: cst.Module) -> ModuleModel:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    imports = ImportMap(module)
+    structure = walk_module(module)
+    roles = RoleTable(imports, structure)
+    helpers = _helper_names(imports, module)
+    model = ModuleModel(source, module, positions, imports, structure, roles, helper_present=bool(helpers))
+    model.events = collect_events(structure, roles, helpers)
+    model._classify_guards()
+    return model

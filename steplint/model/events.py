@@ -1,0 +1,156 @@
+"""The training-step events of a module, in program order, classified with the roles."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional
+
+import libcst as cst
+
+from steplint.model.roles import ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
+from steplint.model.structure import Site, Structure
+from steplint.model.syntax import dotted, last_name, positional
+
+SKIPPABLE_STEP = "skippable-step"  # an attempted update the framework may skip
+OPTIMIZER_STEP = "optimizer-step"  # a plain optimizer.step(): always commits
+SCHEDULER_STEP = "scheduler-step"  # scheduler.step(), step_update(...), param_group["lr"] = ...
+SCALER_UPDATE = "scaler-update"
+SCALE_READ = "scale-read"  # scaler.get_scale()
+COUNTER_INCREMENT = "counter-increment"  # n += 1
+CHECKPOINT_SAVE = "checkpoint-save"
+EVALUATION = "evaluation"
+EARLY_EXIT = "early-exit"  # break / return: what guards it is a loop stop
+
+COMMITTED_STEP = "committed_step"  # the helper steplint's fix adds (or imports from steplint.runtime)
+
+_SAVE_CALL = re.compile(r"^(save|save_checkpoint|save_state|save_pretrained|save_model|save_ckpt|checkpoint)$|^save_.*(checkpoint|ckpt|model|state)", re.I)
+_EVAL_CALL = re.compile(r"^(evaluate|validate|validation|eval_model|run_eval|run_validation|evaluation|test_model|do_eval)$|^(evaluate|validate|eval)_", re.I)
+
+
+@dataclass(eq=False)
+class Event:
+    kind: str
+    node: cst.CSTNode  # the call, or the assignment for manual LR and counters
+    site: Site
+    subject: Optional[cst.BaseExpression] = None  # the scheduler, scaler, optimizer or counter
+    role: Optional[Role] = None
+    optimizer: Optional[cst.BaseExpression] = None  # of a step
+    strategy: Optional[str] = None  # of a skippable step: scaler, loss-scaler, accelerate, deepspeed
+    gate_var: Optional[str] = None  # the name that holds committed_step(...)'s result
+    explicit_position: bool = False  # a scheduler told where it is: step(epoch), step_update(n), lr = f(n)
+
+    @property
+    def order(self) -> int:
+        return self.site.order
+
+
+def collect_events(structure: Structure, roles: RoleTable, helper_names: frozenset) -> List[Event]:
+    events: List[Event] = []
+    param_group_vars = _param_group_vars(structure, roles)
+    for call, site in structure.calls:
+        event = _call_event(call, site, roles, helper_names)
+        if event is not None:
+            events.append(event)
+    for node, site in structure.statements:
+        scope = site.scope
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+            if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
+                events.append(Event(COUNTER_INCREMENT, node, site, subject=node.target))
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Subscript) and _is_lr_slot(target, site, param_group_vars, roles):
+                events.append(Event(SCHEDULER_STEP, node, site, subject=target.value, explicit_position=True))
+            elif _is_self_increment(target, node.value):
+                events.append(Event(COUNTER_INCREMENT, node, site, subject=target))
+            elif _is_helper_call(node.value, helper_names) and isinstance(target, cst.Name):
+                for event in events:
+                    if event.node is node.value:
+                        event.gate_var = target.value
+        elif isinstance(node, (cst.Break, cst.Return)):
+            events.append(Event(EARLY_EXIT, node, site))
+    events.sort(key=lambda e: e.order)
+    return events
+
+
+def _is_helper_call(expr: cst.BaseExpression, helper_names: frozenset) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in helper_names
+
+
+def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: frozenset) -> Optional[Event]:
+    scope = site.scope
+    func = call.func
+    args = positional(call)
+    if _is_helper_call(call, helper_names) and len(args) == 2:
+        return Event(SKIPPABLE_STEP, call, site, subject=args[0], optimizer=args[1], strategy=SCALER)
+    if isinstance(func, cst.Attribute):
+        obj, method = func.value, func.attr.value
+        role = roles.of(obj, scope)
+        kind = role.kind if role else None
+        if method == "step":
+            if kind == SCALER and args:
+                skips = role.enabled is not False
+                return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=args[0], strategy=SCALER)
+            if kind == OPTIMIZER:
+                # A prepared optimizer skips its step on fp16 overflow; the precision may come from `accelerate config`.
+                if role.prepared and role.mixed_precision not in ("no", "bf16", "fp8"):
+                    return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy="accelerate")
+                return Event(OPTIMIZER_STEP, call, site, obj, role, optimizer=obj)
+            if kind == ENGINE:
+                return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy="deepspeed")
+            if kind == SCHEDULER:
+                return Event(SCHEDULER_STEP, call, site, obj, role, explicit_position=bool(call.args))
+        if method == "step_update" and kind == SCHEDULER:
+            return Event(SCHEDULER_STEP, call, site, obj, role, explicit_position=True)
+        if method == "update" and kind == SCALER:
+            return Event(SCALER_UPDATE, call, site, obj, role)
+        if method == "get_scale" and kind == SCALER:
+            return Event(SCALE_READ, call, site, obj, role)
+        if method == "eval" and not args and not call.args:
+            return Event(EVALUATION, call, site, obj)
+    name = last_name(func) or ""
+    if isinstance(func, (cst.Name, cst.Attribute)):
+        if roles.is_(func, scope, LOSS_SCALER) and len(args) >= 2:
+            return Event(SKIPPABLE_STEP, call, site, func, roles.of(func, scope), optimizer=args[1], strategy=LOSS_SCALER)
+        if _SAVE_CALL.search(name) or roles.qualified(func, scope) == "torch.save":
+            return Event(CHECKPOINT_SAVE, call, site, func)
+        if _EVAL_CALL.search(name):
+            return Event(EVALUATION, call, site, func)
+    return None
+
+
+def _param_group_vars(structure: Structure, roles: RoleTable) -> set:
+    """Loop variables of `for g in optimizer.param_groups`."""
+    found = set()
+    for loop, site in structure.for_loops:
+        if isinstance(loop.iter, cst.Attribute) and loop.iter.attr.value == "param_groups" and isinstance(loop.target, cst.Name):
+            found.add((id(site.scope), loop.target.value))
+    return found
+
+
+def _is_lr_slot(target: cst.Subscript, site: Site, param_group_vars: set, roles: RoleTable) -> bool:
+    """`g["lr"]` for a param group `g`, or `optimizer.param_groups[i]["lr"]`."""
+    if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+        return False
+    index = target.slice[0].slice.value
+    if not (isinstance(index, cst.SimpleString) and index.evaluated_value == "lr"):
+        return False
+    base = target.value
+    if isinstance(base, cst.Name):
+        return (id(site.scope), base.value) in param_group_vars
+    if isinstance(base, cst.Subscript) and isinstance(base.value, cst.Attribute) and base.value.attr.value == "param_groups":
+        return True
+    return False
+
+
+def _is_self_increment(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    """`n = n + 1`."""
+    return (
+        isinstance(value, cst.BinaryOperation)
+        and isinstance(value.operator, cst.Add)
+        and isinstance(value.right, cst.Integer)
+        and value.right.value == "1"
+        and dotted(value.left) is not None
+        and dotted(value.left) == dotted(target)
+    )
+

@@ -1,0 +1,309 @@
+"""Which names hold an optimizer, a GradScaler, a scheduler, an Accelerator, a DeepSpeed engine.
+
+Evidence, strongest first: the constructor or factory by import-resolved name, a type annotation,
+flow (assignment, `accelerator.prepare`, call arguments into parameters of the same module), use
+(`x.scale(loss).backward()`, `x.step(optimizer)`), and last the name, which only confirms a use and
+never stands against a constructor from a library we know is something else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Dict, Iterable, Optional, Tuple
+
+import libcst as cst
+
+from steplint.model.structure import Scope, Structure
+from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional
+
+OPTIMIZER = "optimizer"
+SCALER = "scaler"  # GradScaler-like: scale(), step(opt), update()
+LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer, clip_grad=...)
+SCHEDULER = "scheduler"
+ACCELERATOR = "accelerator"
+ENGINE = "deepspeed-engine"
+
+CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
+
+SCALER_CLASSES = {
+    "torch.amp.GradScaler",
+    "torch.amp.grad_scaler.GradScaler",
+    "torch.cuda.amp.GradScaler",
+    "torch.cuda.amp.grad_scaler.GradScaler",
+    "torch.cpu.amp.GradScaler",
+    "torch.distributed.fsdp.ShardedGradScaler",
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+}
+LOSS_SCALER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler", "timm.utils.ApexScaler", "timm.utils.cuda.ApexScaler"}
+OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimizer_v2", "transformers.AdamW", "transformers.Adafactor",
+                       "transformers.optimization.AdamW", "transformers.optimization.Adafactor", "torch.distributed.optim.ZeroRedundancyOptimizer"}
+OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.")
+SCHEDULER_FACTORY_TUPLES = {"timm.scheduler.create_scheduler", "timm.scheduler.create_scheduler_v2"}  # (scheduler, epochs)
+SCHEDULER_BASE_ANNOTATIONS = {"torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler"}
+ACCELERATOR_CLASSES = {"accelerate.Accelerator", "accelerate.accelerator.Accelerator"}
+DEEPSPEED_INITIALIZE = "deepspeed.initialize"
+# Constructors from libraries whose `scaler`, `scheduler` and `step` mean something else.
+FOREIGN_MODULES = ("sklearn.", "scipy.", "gym.", "gymnasium.", "numpy.", "diffusers.schedulers", "torchdiffeq.")
+FOREIGN_DIFFUSERS = re.compile(r"^diffusers\.\w*Scheduler\w*$")
+
+_SCHEDULER_NAME = re.compile(r"(^|_)(lr_?)?(sched|scheduler|schedulers)(_|\d|$)", re.I)
+_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)s?(_|\d|$)", re.I)
+_SCALER_NAME = re.compile(r"scaler", re.I)
+
+
+@dataclass(frozen=True)
+class Role:
+    kind: str
+    evidence: int
+    prepared: bool = False  # returned by accelerator.prepare(...): skips and accumulates by itself
+    accelerator: Optional[str] = None  # source text of the Accelerator that prepared it
+    engine_owned: bool = False  # returned by deepspeed.initialize(...): the engine steps it
+    enabled: object = ...  # a scaler's literal `enabled=`; `...` when not literal
+    fused: bool = False  # an optimizer built with fused=True
+    metric: bool = False  # ReduceLROnPlateau: stepped with a metric
+    mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
+
+
+def scheduler_named(name: str) -> bool:
+    return bool(_SCHEDULER_NAME.search(name.split(".")[-1]))
+
+
+def optimizer_named(name: str) -> bool:
+    return bool(_OPTIMIZER_NAME.search(name.split(".")[-1]))
+
+
+class RoleTable:
+    """Roles keyed by a reference in its scope: a local, a global, or `self.attr` of a class."""
+
+    def __init__(self, imports: ImportMap, structure: Structure) -> None:
+        self.imports = imports
+        self.structure = structure
+        self.roles: Dict[str, Role] = {}
+        self.foreign: set = set()
+        self._functions = {s.name: s for s in structure.scopes}
+        self._infer()
+
+    # -- lookups ---------------------------------------------------------------------------------
+
+    def key(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[str]:
+        text = dotted(expr) if expr is not None else None
+        if text is None:
+            return None
+        head, _, rest = text.partition(".")
+        if scope.self_name and head == scope.self_name and scope.class_name:
+            return f"class {scope.class_name}:self" + (f".{rest}" if rest else "")
+        if scope.name != "<module>" and head in scope.local_names:
+            return f"{scope.name}:{text}"
+        return f"<module>:{text}"
+
+    def of(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[Role]:
+        key = self.key(expr, scope)
+        return self.roles.get(key) if key else None
+
+    def is_(self, expr: Optional[cst.BaseExpression], scope: Scope, kind: str) -> bool:
+        role = self.of(expr, scope)
+        return role is not None and role.kind == kind
+
+    def qualified(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        return self.imports.qualified(expr, frozenset(scope.local_names) if scope.name != "<module>" else frozenset())
+
+    # -- inference -------------------------------------------------------------------------------
+
+    def _set(self, key: Optional[str], role: Optional[Role]) -> bool:
+        if key is None or role is None:
+            return False
+        if role.evidence <= NAME and key in self.foreign:
+            return False
+        old = self.roles.get(key)
+        if old is not None and (old.evidence > role.evidence or old == role):
+            return False
+        if old is not None and old.evidence == role.evidence and old.kind == role.kind:
+            role = replace(role, prepared=role.prepared or old.prepared, engine_owned=role.engine_owned or old.engine_owned)
+            if role == old:
+                return False
+        self.roles[key] = role
+        return True
+
+    def _infer(self) -> None:
+        for scope in self.structure.scopes:
+            for param in scope.params:
+                self._set(self.key(param.name, scope), self._annotation_role(param.annotation, scope))
+        for _ in range(4):  # flow through assignments and calls converges in a few rounds
+            changed = False
+            for node, site in self.structure.statements:
+                changed |= self._assignment(node, site.scope)
+            for call, site in self.structure.calls:
+                changed |= self._use(call, site.scope)
+                changed |= self._call_flow(call, site.scope)
+            if not changed:
+                break
+
+    def _annotation_role(self, annotation: Optional[cst.Annotation], scope: Scope) -> Optional[Role]:
+        if annotation is None:
+            return None
+        expr = annotation.annotation
+        if isinstance(expr, cst.Subscript) and dotted(expr.value) in ("Optional", "typing.Optional"):
+            expr = expr.slice[0].slice.value  # type: ignore[union-attr]
+        qualified = self.qualified(expr, scope) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if qualified is None:
+            return None
+        if qualified in SCALER_CLASSES:
+            return Role(SCALER, ANNOTATION)
+        if qualified in ("torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"):
+            return Role(OPTIMIZER, ANNOTATION)
+        if qualified in SCHEDULER_BASE_ANNOTATIONS:
+            return Role(SCHEDULER, ANNOTATION)
+        if qualified in ACCELERATOR_CLASSES:
+            return Role(ACCELERATOR, ANNOTATION)
+        return None
+
+    def constructed(self, call: cst.Call, scope: Scope) -> Optional[Role]:
+        """The role of the object a call builds, judged by the import-resolved callee."""
+        qualified = self.qualified(call.func, scope)
+        if qualified is None:
+            return None
+        tail = qualified.rsplit(".", 1)[-1]
+        if qualified in SCALER_CLASSES:
+            return Role(SCALER, CONSTRUCTOR, enabled=literal(keyword(call, "enabled")))
+        if qualified in LOSS_SCALER_CLASSES:
+            return Role(LOSS_SCALER, CONSTRUCTOR)
+        if qualified in OPTIMIZER_FACTORIES or (
+            qualified.startswith(OPTIMIZER_MODULES) and tail[:1].isupper() and ".lr_scheduler" not in qualified
+            and tail not in ("Optimizer", "swa_utils")
+        ):
+            return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
+        if qualified.startswith("torch.optim.lr_scheduler.") and tail[:1].isupper():
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau")
+        if (qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail) or (
+            qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler")
+        ):
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler")
+        if qualified in ACCELERATOR_CLASSES:
+            given = keyword(call, "mixed_precision")
+            return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=None if given is None else literal(given))
+        return None
+
+    def _is_foreign(self, call: cst.Call, scope: Scope) -> bool:
+        qualified = self.qualified(call.func, scope) or ""
+        return qualified.startswith(FOREIGN_MODULES) or bool(FOREIGN_DIFFUSERS.match(qualified))
+
+    def value_role(self, value: cst.BaseExpression, scope: Scope) -> Optional[Role]:
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            return self.of(value, scope)
+        if isinstance(value, cst.Call):
+            return self.constructed(value, scope)
+        return None
+
+    def _assignment(self, node: cst.CSTNode, scope: Scope) -> bool:
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+            value = node.value
+        elif isinstance(node, cst.AnnAssign):
+            changed = self._set(self.key(node.target, scope), self._annotation_role(node.annotation, scope))
+            if node.value is None:
+                return changed
+            targets, value = [node.target], node.value
+        else:
+            return False
+        changed = False
+        for target in targets:
+            for element, role in self._unpack(target, value, scope):
+                key = self.key(element, scope)
+                if isinstance(value, cst.Call) and self._is_foreign(value, scope) and key:
+                    self.foreign.add(key)
+                changed |= self._set(key, role)
+        return changed
+
+    def _unpack(self, target, value, scope) -> Iterable[Tuple[cst.BaseExpression, Optional[Role]]]:
+        elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else None
+        call = value if isinstance(value, cst.Call) else None
+        if call is not None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare" and self.is_(
+            call.func.value, scope, ACCELERATOR
+        ):
+            accelerator = dotted(call.func.value)
+            precision = self.of(call.func.value, scope).mixed_precision  # type: ignore[union-attr]
+            args = positional(call)
+            outputs = elements if elements is not None else [target]
+            for out, arg in zip(outputs, args):
+                role = self.value_role(arg, scope)
+                if role is None and isinstance(out, (cst.Name, cst.Attribute)):
+                    name = dotted(out) or ""
+                    kind = SCHEDULER if scheduler_named(name) else OPTIMIZER if optimizer_named(name) else None
+                    role = Role(kind, NAME) if kind else None
+                yield out, replace(role, prepared=True, accelerator=accelerator, mixed_precision=precision) if role else None
+            return
+        qualified = self.qualified(call.func, scope) if call is not None else None
+        if qualified == DEEPSPEED_INITIALIZE and elements:
+            kinds = [ENGINE, OPTIMIZER, None, SCHEDULER]
+            for out, kind in zip(elements, kinds):
+                if kind:
+                    yield out, Role(kind, CONSTRUCTOR, engine_owned=kind != ENGINE)
+            return
+        if qualified in SCHEDULER_FACTORY_TUPLES and elements:
+            yield elements[0], Role(SCHEDULER, CONSTRUCTOR)
+            return
+        if elements is not None:
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
+                for out, v in zip(elements, value.elements):
+                    yield out, self.value_role(v.value, scope)
+            return
+        role = self.value_role(value, scope)
+        if role is None and call is not None and isinstance(target, (cst.Name, cst.Attribute)):
+            # `scheduler = build_scheduler(optimizer, cfg)`: a factory fed an optimizer, named as a scheduler
+            name = dotted(target) or ""
+            if scheduler_named(name) and any(self.is_(a, scope, OPTIMIZER) for a in positional(call)):
+                role = Role(SCHEDULER, NAME)
+        yield target, role
+
+    def _use(self, call: cst.Call, scope: Scope) -> bool:
+        func = call.func
+        changed = False
+        args = positional(call)
+        if isinstance(func, cst.Attribute):
+            obj, method = func.value, func.attr.value
+            name = dotted(obj) or ""
+            if method == "backward" and isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute) and obj.func.attr.value == "scale":
+                changed |= self._set(self.key(obj.func.value, scope), Role(SCALER, USE))
+            elif method in ("step", "unscale_") and len(args) == 1:
+                if self.is_(args[0], scope, OPTIMIZER) and (self.of(obj, scope) is None):
+                    changed |= self._set(self.key(obj, scope), Role(SCALER, USE))
+                if self.is_(obj, scope, SCALER):
+                    changed |= self._set(self.key(args[0], scope), Role(OPTIMIZER, USE))
+            elif method in ("step", "step_update") and scheduler_named(name) and not self.is_(obj, scope, OPTIMIZER):
+                changed |= self._set(self.key(obj, scope), Role(SCHEDULER, NAME))
+            elif method == "zero_grad" and optimizer_named(name):
+                changed |= self._set(self.key(obj, scope), Role(OPTIMIZER, NAME))
+        elif isinstance(func, (cst.Name, cst.Attribute)) and len(args) >= 2:
+            if self.is_(func, scope, LOSS_SCALER):
+                changed |= self._set(self.key(args[1], scope), Role(OPTIMIZER, USE))
+            elif self.is_(args[1], scope, OPTIMIZER) and _SCALER_NAME.search(last_name(func) or "") and self.of(func, scope) is None:
+                changed |= self._set(self.key(func, scope), Role(LOSS_SCALER, NAME))
+        return changed
+
+    def _call_flow(self, call: cst.Call, scope: Scope) -> bool:
+        """Roles of arguments flow into the parameters of a function or method of this module."""
+        target = self._callee(call.func, scope)
+        if target is None:
+            return False
+        params = list(target.params)
+        if target.self_name:
+            params = params[1:]
+        changed = False
+        by_name = {p.name.value: p for p in params}
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                break
+            param = by_name.get(arg.keyword.value) if arg.keyword else (params[index] if index < len(params) else None)
+            role = self.value_role(arg.value, scope) if param is not None else None
+            if role is not None:
+                changed |= self._set(f"{target.name}:{param.name.value}", role)
+        return changed
+
+    def _callee(self, func: cst.BaseExpression, scope: Scope) -> Optional[Scope]:
+        if isinstance(func, cst.Name) and func.value not in scope.local_names:
+            candidate = self._functions.get(func.value)
+            return candidate if candidate is not None and candidate.class_name is None else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
+            return self._functions.get(f"{scope.class_name}.{func.attr.value}")
+        return None

@@ -1,0 +1,218 @@
+"""One walk over a module: scopes, blocks, loops and the conditions each statement runs under.
+
+Everything here is syntax; what the names mean (roles) and what the calls do (events) is decided
+later from these records, so the module is walked only once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import libcst as cst
+
+from steplint.model.syntax import walk_expressions
+
+LoopNode = Union[cst.For, cst.While]
+_EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+@dataclass(eq=False)
+class Scope:
+    """The module's top level or one function: the unit in which events are ordered."""
+
+    node: Union[cst.Module, cst.FunctionDef]
+    name: str
+    class_name: Optional[str] = None
+    self_name: Optional[str] = None
+    params: Tuple[cst.Param, ...] = ()
+    local_names: set = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class Block:
+    """A statement sequence: a module, function or loop body, one branch of an `if`."""
+
+    owner: cst.CSTNode
+    statements: Sequence[cst.BaseStatement]
+
+    def index(self, statement: cst.BaseStatement) -> int:
+        return next(i for i, s in enumerate(self.statements) if s is statement)
+
+
+@dataclass(eq=False)
+class Guard:
+    """A condition a statement runs under. `early_exit`: from `if cond: continue` before it."""
+
+    test: cst.BaseExpression
+    negated: bool
+    statement: cst.CSTNode
+    early_exit: bool = False
+
+
+@dataclass(eq=False)
+class Site:
+    """Where a statement sits: its scope, enclosing loops and guards, and its block trail."""
+
+    scope: Scope
+    loops: Tuple[LoopNode, ...]
+    guards: Tuple[Guard, ...]
+    trail: Tuple[Tuple[Block, cst.BaseStatement], ...]  # (block, statement in it), outermost first
+    order: int
+
+    @property
+    def statement(self) -> cst.BaseStatement:
+        return self.trail[-1][1]
+
+    @property
+    def loop(self) -> Optional[LoopNode]:
+        return self.loops[-1] if self.loops else None
+
+
+@dataclass
+class Structure:
+    scopes: List[Scope] = field(default_factory=list)
+    # (node, site) for every small statement and compound-statement header, in program order
+    statements: List[Tuple[cst.CSTNode, Site]] = field(default_factory=list)
+    calls: List[Tuple[cst.Call, Site]] = field(default_factory=list)
+    for_loops: List[Tuple[cst.For, Site]] = field(default_factory=list)
+    while_loops: List[Tuple[cst.While, Site]] = field(default_factory=list)
+    site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
+
+
+def walk_module(module: cst.Module) -> Structure:
+    walker = _Walker()
+    top = Scope(node=module, name="<module>")
+    walker.structure.scopes.append(top)
+    walker.block(Block(module, module.body), top, (), (), ())
+    return walker.structure
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.structure = Structure()
+        self.order = 0
+
+    def block(self, block: Block, scope: Scope, loops, guards, trail) -> None:
+        guards = tuple(guards)
+        for statement in block.statements:
+            here = trail + ((block, statement),)
+            self.statement(statement, scope, loops, guards, here)
+            exit_test = _early_exit_test(statement)
+            if exit_test is not None:
+                guards = guards + (Guard(exit_test, negated=True, statement=statement, early_exit=True),)
+
+    def site(self, scope, loops, guards, trail) -> Site:
+        self.order += 1
+        return Site(scope, tuple(loops), tuple(guards), trail, self.order)
+
+    def record(self, node: cst.CSTNode, site: Site, scope: Scope) -> None:
+        self.structure.statements.append((node, site))
+        self.structure.site_of[id(node)] = site
+        for sub in walk_expressions(node):
+            if isinstance(sub, cst.Call):
+                self.structure.calls.append((sub, site))
+        _bind_names(node, scope)
+
+    def statement(self, statement, scope, loops, guards, trail) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self.record(small, self.site(scope, loops, guards, trail), scope)
+        elif isinstance(statement, cst.If):
+            self.if_statement(statement, scope, loops, guards, trail)
+        elif isinstance(statement, (cst.For, cst.While)):
+            header = statement.iter if isinstance(statement, cst.For) else statement.test
+            site = self.site(scope, loops, guards, trail)
+            self.record(header, site, scope)
+            if isinstance(statement, cst.For):
+                self.record(statement.target, site, scope)
+                _bind_target(statement.target, scope)
+                self.structure.for_loops.append((statement, site))
+                body_guards = guards
+            else:
+                self.structure.while_loops.append((statement, site))
+                body_guards = guards + (Guard(statement.test, False, statement),)
+            self.body(statement.body, statement, scope, loops + (statement,), body_guards, trail)
+            if statement.orelse is not None:
+                self.body(statement.orelse.body, statement.orelse, scope, loops, guards, trail)
+        elif isinstance(statement, cst.With):
+            site = self.site(scope, loops, guards, trail)
+            for item in statement.items:
+                self.record(item.item, site, scope)
+                if item.asname is not None:
+                    _bind_target(item.asname.name, scope)
+            self.body(statement.body, statement, scope, loops, guards, trail)
+        elif isinstance(statement, cst.Try):
+            self.body(statement.body, statement, scope, loops, guards, trail)
+            for handler in statement.handlers:
+                self.body(handler.body, handler, scope, loops, guards, trail)
+            for part in (statement.orelse, statement.finalbody):
+                if part is not None:
+                    self.body(part.body, part, scope, loops, guards, trail)
+        elif isinstance(statement, cst.FunctionDef):
+            self.function(statement, scope)
+        elif isinstance(statement, cst.ClassDef):
+            self.body(statement.body, statement, _ClassScope(scope, statement.name.value), loops, guards, trail)
+
+    def if_statement(self, statement: cst.If, scope, loops, guards, trail) -> None:
+        self.record(statement.test, self.site(scope, loops, guards, trail), scope)
+        self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement),), trail)
+        orelse = statement.orelse
+        negated = guards + (Guard(statement.test, True, statement),)
+        if isinstance(orelse, cst.If):
+            self.if_statement(orelse, scope, loops, negated, trail + ((Block(statement, (orelse,)), orelse),))
+        elif isinstance(orelse, cst.Else):
+            self.body(orelse.body, orelse, scope, loops, negated, trail)
+
+    def body(self, suite, owner, scope, loops, guards, trail) -> None:
+        if isinstance(suite, cst.IndentedBlock):
+            self.block(Block(owner, suite.body), scope, loops, guards, trail)
+        else:  # `if x: a; b` on one line
+            self.block(Block(owner, (cst.SimpleStatementLine(body=suite.body),)), scope, loops, guards, trail)
+
+    def function(self, node: cst.FunctionDef, outer) -> None:
+        class_name = outer.class_name if isinstance(outer, _ClassScope) else None
+        params = tuple(node.params.posonly_params) + tuple(node.params.params) + tuple(node.params.kwonly_params)
+        self_name = params[0].name.value if class_name and params else None
+        name = f"{class_name}.{node.name.value}" if class_name else node.name.value
+        scope = Scope(node, name, class_name, self_name, params, {p.name.value for p in params})
+        for star in (node.params.star_arg, node.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                scope.local_names.add(star.name.value)
+        self.structure.scopes.append(scope)
+        self.body(node.body, node, scope, (), (), ())
+
+
+class _ClassScope(Scope):
+    """While walking a class body: methods get the class name; other statements stay in the outer scope."""
+
+    def __init__(self, outer: Scope, class_name: str) -> None:
+        super().__init__(outer.node, outer.name, class_name, outer.self_name, outer.params, outer.local_names)
+
+
+def _early_exit_test(statement: cst.BaseStatement) -> Optional[cst.BaseExpression]:
+    """`cond` of `if cond: ...; continue` (no else), whose rest of block runs only when not cond."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return None
+    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else [statement.body]
+    last = body[-1] if body else None
+    smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
+    return statement.test if smalls and isinstance(smalls[-1], _EXITS) else None
+
+
+def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
+    if isinstance(node, (cst.Assign,)):
+        for target in node.targets:
+            _bind_target(target.target, scope)
+    elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        _bind_target(node.target, scope)
+
+
+def _bind_target(target: cst.BaseExpression, scope: Scope) -> None:
+    if isinstance(target, cst.Name):
+        scope.local_names.add(target.value)
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _bind_target(element.value, scope)
+    elif isinstance(target, cst.StarredElement):
+        _bind_target(target.value, scope)

@@ -1,0 +1,107 @@
+"""Small readers of LibCST expressions shared by the model's passes."""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional
+
+import libcst as cst
+
+
+def dotted(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    """`a.b.c` for a chain of names and attributes, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        base = dotted(expr.value)
+        return f"{base}.{expr.attr.value}" if base else None
+    return None
+
+
+def last_name(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def positional(call: cst.Call) -> List[cst.BaseExpression]:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def literal(expr: Optional[cst.BaseExpression]) -> object:
+    """The value of a simple literal (True/False/None, numbers, plain strings), else `...`."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[expr.value]
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Integer):
+        return int(expr.value.replace("_", ""), 0)
+    return ...
+
+
+def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under `node`, parents before children, without entering nested scopes' bodies."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and current is not node:
+            continue
+        stack.extend(reversed(current.children))
+
+
+def names_in(node: cst.CSTNode) -> Iterator[str]:
+    """Dotted names read in an expression: `a`, `self.x`, `args.max_steps`."""
+    for sub in walk_expressions(node):
+        if isinstance(sub, (cst.Name, cst.Attribute)):
+            name = dotted(sub)
+            if name:
+                yield name
+
+
+class ImportMap:
+    """Local names bound by imports, mapped to the qualified names they stand for."""
+
+    # Used unimported in snippets and notebooks; resolving them as themselves costs no precision.
+    _WELL_KNOWN = ("torch", "deepspeed", "accelerate", "transformers", "timm", "math")
+
+    def __init__(self, module: cst.Module) -> None:
+        self.names: Dict[str, str] = {}
+        for node in walk_expressions(module):
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    full = dotted(alias.name) or ""
+                    if alias.asname is not None:
+                        self.names[alias.asname.name.value] = full  # type: ignore[union-attr]
+                    else:
+                        head = full.split(".")[0]
+                        self.names[head] = head
+            elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+                base = "." * len(node.relative) + (dotted(node.module) or "")
+                for alias in node.names:
+                    name = alias.name.value if isinstance(alias.name, cst.Name) else dotted(alias.name)
+                    local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
+                    self.names[local] = f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"
+
+    def qualified(self, expr: cst.BaseExpression, local_names: frozenset = frozenset()) -> Optional[str]:
+        """The import-resolved name of `expr`, or None when its base is not an imported name."""
+        text = dotted(expr)
+        if text is None:
+            return None
+        head, _, rest = text.partition(".")
+        if head in local_names:
+            return None
+        resolved = self.names.get(head)
+        if resolved is None and head in self._WELL_KNOWN:
+            resolved = head
+        if resolved is None:
+            return None
+        return f"{resolved}.{rest}" if rest else resolved

@@ -1,0 +1,53 @@
+"""One file's text and the arithmetic between offsets and (row, column) positions."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import List, Tuple
+
+# LibCST (like the tokenizer) breaks lines only on these; str.splitlines() knows more separators.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass
+class Source:
+    path: str
+    text: str
+    line_starts: List[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.text)]
+
+    def offset(self, row: int, column: int) -> int:
+        """Offset of a 1-based row and 0-based column."""
+        return self.line_starts[row - 1] + column
+
+    def position(self, offset: int) -> Tuple[int, int]:
+        """1-based row and 0-based column of an offset."""
+        row = bisect_right(self.line_starts, offset)
+        return row, offset - self.line_starts[row - 1]
+
+    def line(self, row: int) -> str:
+        """The text of a 1-based row without its line break."""
+        start = self.line_starts[row - 1]
+        end = self.line_starts[row] if row < len(self.line_starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def line_end(self, row: int) -> int:
+        """Offset just past the row's last character, before its line break."""
+        return self.line_starts[row - 1] + len(self.line(row))
+
+    @property
+    def newline(self) -> str:
+        """The file's dominant line break, for inserted lines."""
+        counts = {"\r\n": 0, "\n": 0, "\r": 0}
+        for m in _LINE_BREAK.finditer(self.text):
+            counts[m.group()] += 1
+        best = max(counts, key=lambda k: counts[k])
+        return best if counts[best] else "\n"
+
+    def indentation(self, row: int) -> str:
+        line = self.line(row)
+        return line[: len(line) - len(line.lstrip(" \t"))]
