@@ -25,6 +25,7 @@ class Fix:
     title: str
     applicability: str  # SAFE or UNSAFE
     edits: Tuple[Edit, ...]
+    group: Optional[str] = None  # fixes of one group go in one at a time, so each sees the last
 
     def applies(self, unsafe_fixes: bool) -> bool:
         return self.applicability == SAFE or unsafe_fixes
@@ -64,12 +65,14 @@ def select_non_overlapping(fixes: Sequence[Fix]) -> List[Fix]:
     """
     chosen: List[Fix] = []
     taken: List[Edit] = []
+    groups = set()
     for fix in fixes:
         merged = normalized(list(taken) + list(fix.edits))
-        if merged is None:
+        if merged is None or (fix.group is not None and fix.group in groups):
             continue
         chosen.append(fix)
         taken = merged
+        groups.add(fix.group)
     return chosen
 
 

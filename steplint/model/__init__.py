@@ -27,6 +27,9 @@ from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, walk_expressions
 from steplint.source import Source
+from steplint.suppress import intent_basis
+
+COMMITTED_UPDATES = "committed-updates"
 
 __all__ = [
     "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
@@ -46,6 +49,7 @@ class ModuleModel:
     structure: Structure
     roles: RoleTable
     helper_present: bool  # committed_step is defined in or imported into the module
+    settings: object  # steplint.config.Settings: the default schedule basis, the fix-gate style
     events: List[Event] = field(default_factory=list)
     _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
     _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
@@ -104,6 +108,22 @@ class ModuleModel:
         if before:
             return before[-1]
         return None if before_only or not candidates else candidates[0]
+
+    def basis(self, event: Event) -> str:
+        """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
+        first, last = self.rows(event.site.statement)
+        return intent_basis(self.source, range(first, last + 1)) or self.settings.schedule_basis
+
+    def per_update_scheduler(self, event: Event) -> bool:
+        """A scheduler call that advances one step per call and that the user, not a framework, drives."""
+        role = event.role
+        return (
+            event.kind == SCHEDULER_STEP
+            and not event.explicit_position
+            and role is not None
+            and not (role.prepared or role.engine_owned or role.metric)
+            and self.basis(event) == COMMITTED_UPDATES
+        )
 
     # -- facts about names -----------------------------------------------------------------------
 
@@ -233,14 +253,14 @@ def _helper_names(imports: ImportMap, module: cst.Module) -> frozenset:
     return frozenset(names)
 
 
-def build_model(source: Source, module: cst.Module) -> ModuleModel:
+def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     imports = ImportMap(module)
     structure = walk_module(module)
     roles = RoleTable(imports, structure)
     helpers = _helper_names(imports, module)
-    model = ModuleModel(source, module, positions, imports, structure, roles, helper_present=bool(helpers))
+    model = ModuleModel(source, module, positions, imports, structure, roles, bool(helpers), settings)
     model.events = collect_events(structure, roles, helpers)
     model._classify_guards()
     return model

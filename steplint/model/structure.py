@@ -115,7 +115,7 @@ class _Walker:
         _bind_names(node, scope)
 
     def statement(self, statement, scope, loops, guards, trail) -> None:
-        if isinstance(statement, cst.SimpleStatementLine):
+        if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in statement.body:
                 self.record(small, self.site(scope, loops, guards, trail), scope)
         elif isinstance(statement, cst.If):
@@ -167,8 +167,8 @@ class _Walker:
     def body(self, suite, owner, scope, loops, guards, trail) -> None:
         if isinstance(suite, cst.IndentedBlock):
             self.block(Block(owner, suite.body), scope, loops, guards, trail)
-        else:  # `if x: a; b` on one line
-            self.block(Block(owner, (cst.SimpleStatementLine(body=suite.body),)), scope, loops, guards, trail)
+        else:  # `if x: a; b` on one line: the suite stands for its statements
+            self.block(Block(owner, (suite,)), scope, loops, guards, trail)
 
     def function(self, node: cst.FunctionDef, outer) -> None:
         class_name = outer.class_name if isinstance(outer, _ClassScope) else None

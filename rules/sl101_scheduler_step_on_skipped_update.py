@@ -1,0 +1,67 @@
+"""## What it does
+Finds a learning-rate scheduler that advances after an update the framework may skip
+(`scaler.step(optimizer)` under mixed precision, a prepared optimizer of an fp16 Accelerator, a
+DeepSpeed engine's `step()` with a scheduler of your own) when nothing checks that the update
+committed.
+
+## Why is this bad?
+`GradScaler.step(optimizer)` skips `optimizer.step()` when the gradients hold inf or NaN, and
+returns `None` either way. A `scheduler.step()` after it advances the schedule on updates that never
+happened. Early in training, while the scaler calibrates, several updates in a row are skipped:
+with a warmup of 10 and overflow on the first 3 iterations, the 10 committed updates run at LRs
+0.37 … 1.0 instead of 0.1 … 0.91, so 30% of the warmup is gone before the first update, and
+`OneCycleLR(total_steps=N)` raises `Tried to step N+1 times` at the end of the run.
+
+## Example
+```python
+scaler.scale(loss).backward()
+scaler.step(optimizer)
+scaler.update()
+scheduler.step()
+```
+
+## Use instead
+```python
+scaler.scale(loss).backward()
+committed = committed_step(scaler, optimizer)
+scaler.update()
+if committed:
+    scheduler.step()
+```
+`committed_step` (added to the module by the fix, or imported from `steplint.runtime`) runs
+`scaler.step(optimizer)` and reads the scaler's own found-inf record for that optimizer, which is
+exact for fused optimizers too. With accelerate the gate is
+`if not accelerator.optimizer_step_was_skipped:`; with DeepSpeed, `engine.was_step_applied()`.
+
+Silent for schedulers that count something else: a scheduler prepared by accelerate (it skips by
+itself), one owned by a DeepSpeed engine, `ReduceLROnPlateau(metric)`, a call told its position
+(`scheduler.step(epoch + i / n)`, `step_update(num_updates)`: SL102 checks the counter), an epoch
+scheduler after the batch loop, and a call marked `# steplint: schedule=tokens` (or `batches`,
+`epochs`).
+
+## Fix safety
+Safe: only the scheduler's advance changes, to the committed updates the schedule is written in.
+There is no fix for timm-style `loss_scaler(loss, optimizer)` calls, which step and update the scaler
+in one call and leave nothing exact to read afterwards.
+
+## References
+- [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
+- [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
+"""
+
+from steplint.fixes import SAFE
+from steplint.model import SCHEDULER_STEP
+from steplint.rewrite import gate_fix
+from steplint.rule import Finding, rule
+
+
+@rule("SL101", "scheduler-step-on-skipped-update", "Scheduler advances after an update that may have been skipped", fix=SAFE)
+def check(model):
+    for step in model.of_kind(SCHEDULER_STEP):
+        update = model.attempt_for(step)
+        if update is None or not model.per_update_scheduler(step) or model.gated(step.site):
+            continue
+        name = model.text(step.subject)
+        message = f"`{name}` advances even when `{model.text(update.node)}` skipped the update; gate it on the committed update"
+        fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
+        yield Finding(step.node, message, fix)

@@ -1,0 +1,25 @@
+"""A reported problem, positioned in its file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from steplint.fixes import Fix
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    name: str
+    message: str
+    path: str
+    start: int  # offsets into the text that was linted
+    end: int
+    row: int  # 1-based
+    column: int  # 1-based
+    end_row: int
+    end_column: int
+    fix: Optional[Fix] = None
+    url: str = ""
+    noqa_row: Optional[int] = None  # the row where `# noqa` suppresses it

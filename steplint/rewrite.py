@@ -1,0 +1,214 @@
+"""Fixes as text edits: committed-step gating (DESIGN.md §6) and moving a statement.
+
+Every edit is computed from CST positions and touches only the statements it is about; the
+engine re-parses the result and drops a fix that would not.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from steplint import runtime
+from steplint.fixes import Edit, Fix
+from steplint.model import COMMITTED_STEP, ModuleModel
+from steplint.model.events import Event
+from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
+from steplint.model.structure import Site
+
+INLINE, IMPORT = "inline", "import"
+_COMMITTED_NAMES = ("committed", "update_committed")
+
+
+# -- statements as lines ------------------------------------------------------------------------
+
+
+def lone_statement(model: ModuleModel, site: Site) -> Optional[cst.SimpleStatementLine]:
+    """The site's statement when it is one simple statement that owns its lines."""
+    statement = site.statement
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    first, _ = model.rows(statement.body[0])
+    start, _ = model.span(statement.body[0])
+    if model.source.text[model.source.line_starts[first - 1] : start].strip(" \t"):
+        return None
+    return statement
+
+
+def _line_block(model: ModuleModel, statement: cst.SimpleStatementLine) -> Tuple[int, int]:
+    """Offsets of the whole lines of a statement, trailing comment and line break included."""
+    first, last = model.rows(statement.body[0])
+    starts = model.source.line_starts
+    end = starts[last] if last < len(starts) else len(model.source.text)
+    return starts[first - 1], end
+
+
+def _indent_unit(model: ModuleModel, block_owner: cst.CSTNode) -> str:
+    body = getattr(block_owner, "body", None)
+    indent = getattr(body, "indent", None)
+    return indent if indent is not None else model.module.default_indent
+
+
+def _reindented(model: ModuleModel, statement: cst.SimpleStatementLine, indent: str) -> str:
+    start, end = _line_block(model, statement)
+    lines = model.source.text[start:end].splitlines(keepends=True)
+    old = model.source.indentation(model.rows(statement.body[0])[0])
+    out = [indent + lines[0][len(old):]]
+    out += [indent + line[len(old):] if line.startswith(old) else line for line in lines[1:]]
+    text = "".join(out)
+    return text if text.endswith(("\n", "\r")) else text + model.source.newline
+
+
+def move_to(model: ModuleModel, statement: cst.SimpleStatementLine, offset: int, indent: str) -> List[Edit]:
+    """Edits that move a statement's lines to the line start `offset`, re-indented."""
+    start, end = _line_block(model, statement)
+    return [Edit(start, end, ""), Edit(offset, offset, _reindented(model, statement, indent))]
+
+
+def after_statement(model: ModuleModel, statement: cst.BaseStatement) -> Optional[int]:
+    """The line start just past a statement, or None at the end of a file without a final newline."""
+    _, last = model.rows(statement)
+    starts = model.source.line_starts
+    return starts[last] if last < len(starts) else None
+
+
+# -- committed-step gating ----------------------------------------------------------------------
+
+
+def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
+    """The commit gate for the update, as the code will read it, or None when there is none to use."""
+    scope = update.site.scope
+    if update.strategy == SCALER:
+        if update.gate_var:
+            return update.gate_var
+        taken = scope.local_names if scope.name != "<module>" else _module_names(model)
+        return next((n for n in _COMMITTED_NAMES if n not in taken), None)
+    if update.strategy == "accelerate" and update.role and update.role.accelerator:
+        if model.roles.is_(cst.parse_expression(update.role.accelerator), scope, ACCELERATOR):
+            return f"not {update.role.accelerator}.optimizer_step_was_skipped"
+    if update.strategy == "deepspeed":
+        return f"{model.text(update.subject)}.was_step_applied()"
+    return None  # timm-style loss scalers step and update in one call: nothing exact to read after it
+
+
+def _module_names(model: ModuleModel) -> set:
+    names = set()
+    for scope in model.structure.scopes:
+        names |= scope.local_names
+    return names | set(model.imports.names)
+
+
+def gate_fix(model: ModuleModel, update: Event, target: Event, title: str, applicability: str, fix_gate: str) -> Optional[Fix]:
+    """Run `target` only when `update` committed: rewrite the update to keep its result if needed,
+    add the helper once, and put the target under `if <gate>:`."""
+    condition = gate_condition(model, update)
+    statement = lone_statement(model, target.site)
+    if condition is None or statement is None or update.strategy == LOSS_SCALER:
+        return None
+    edits = committed_update_edits(model, update, condition, fix_gate)
+    if edits is None:
+        return None
+    edits += _init_edits(model, update, target, condition)
+    start, _ = model.span(statement.body[0])
+    block, _ = target.site.trail[-1]
+    index = block.index(statement)
+    previous = block.statements[index - 1] if index else None
+    if (
+        isinstance(previous, cst.If) and previous.orelse is None and isinstance(previous.body, cst.IndentedBlock)
+        and model.text(previous.test).strip() == condition
+    ):
+        edits.append(Edit(start, start, _indent_unit(model, previous)))  # join the gate just above
+    else:
+        indent = model.source.indentation(model.rows(statement)[0])
+        unit = model.module.default_indent
+        edits.append(Edit(start, start, f"if {condition}:{model.source.newline}{indent}{unit}"))
+    return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}")
+
+
+def committed_update_edits(model: ModuleModel, update: Event, condition: str, fix_gate: str) -> Optional[List[Edit]]:
+    """For plain PyTorch: `committed = committed_step(scaler, optimizer)` and the helper, once."""
+    if update.strategy != SCALER or update.gate_var:
+        return []
+    statement = lone_statement(model, update.site)
+    if statement is None or not isinstance(statement.body[0], cst.Expr) or statement.body[0].value is not update.node:
+        return None
+    start, end = model.span(update.node)
+    call = f"{condition} = {COMMITTED_STEP}({model.text(update.subject)}, {model.text(update.optimizer)})"
+    edits = [Edit(start, end, call)]
+    helper = helper_edit(model, fix_gate)
+    if helper is not None:
+        edits.append(helper)
+    return edits
+
+
+def _init_edits(model: ModuleModel, update: Event, target: Event, condition: str) -> List[Edit]:
+    """`committed = True` before the branch that holds the update when the target runs without it
+    (`if use_amp: scaler.step(opt) else: opt.step()` and then `scheduler.step()`)."""
+    if update.strategy != SCALER:
+        return []
+    for depth, ((block_u, stmt_u), (block_t, stmt_t)) in enumerate(zip(update.site.trail, target.site.trail)):
+        if block_u is not block_t:
+            return []
+        if stmt_u is not stmt_t:
+            break
+    else:
+        return []
+    if all(isinstance(s, cst.With) for _, s in update.site.trail[depth:-1]):
+        return []  # the update runs whenever the target does
+    index = block_u.index(stmt_u)
+    previous = block_u.statements[index - 1] if index else None
+    init = f"{condition} = True"
+    if isinstance(previous, cst.SimpleStatementLine) and model.text(previous.body[0]).strip() == init:
+        return []
+    start, _ = model.span(stmt_u)
+    indent = model.source.indentation(model.rows(stmt_u)[0])
+    return [Edit(start, start, f"{init}{model.source.newline}{indent}")]
+
+
+def helper_edit(model: ModuleModel, fix_gate: str) -> Optional[Edit]:
+    """Add committed_step to the module once: its source after the imports, or an import of it."""
+    if model.helper_present:
+        return None
+    newline = model.source.newline
+    body = list(model.module.body)
+    index = 1 if body and _is_docstring(body[0]) else 0
+    while index < len(body) and _is_import(body[index]):
+        index += 1
+    if fix_gate == IMPORT:
+        text = f"from steplint.runtime import {COMMITTED_STEP}{newline}"
+    else:
+        text = inspect.getsource(runtime.committed_step).replace("\n", newline)
+    if index > 0:  # after the docstring and imports
+        offset = after_statement(model, body[index - 1])
+        if offset is None:
+            return Edit(len(model.source.text), len(model.source.text), newline * (3 - (fix_gate == IMPORT) * 2) + text)
+        if fix_gate == IMPORT:
+            return Edit(offset, offset, text)
+        following = model.rows(body[index])[0] if index < len(body) else None
+        blanks = _blank_lines_before(model, following) if following else 2
+        return Edit(offset, offset, newline * 2 + text + newline * max(0, 2 - blanks))
+    if not body:
+        return None
+    offset, _ = model.span(body[0])  # after a shebang or header comments
+    return Edit(offset, offset, text + (newline * 2 if fix_gate != IMPORT else newline))
+
+
+def _blank_lines_before(model: ModuleModel, row: int) -> int:
+    count = 0
+    while row - count - 1 >= 1 and not model.source.line(row - count - 1).strip():
+        count += 1
+    return count
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _is_import(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
