@@ -125,6 +125,27 @@ class ModuleModel:
             and self.basis(event) == COMMITTED_UPDATES
         )
 
+    def in_iteration(self, event: Event, *kinds: str) -> List[Event]:
+        """Events of `kinds` that run in the same pass of the same loop as `event`."""
+        return [
+            e for e in self.of_kind(*kinds)
+            if e is not event and self.same_iteration(e.site, event.site) and not self.exclusive(e.site, event.site)
+        ]
+
+    def update_outside_window(self, event: Event) -> Optional[Event]:
+        """An update of this iteration that runs once per window while `event` runs every batch."""
+        for update in self.in_iteration(event, *STEPS):
+            if self.window(update.site) is not None and not self.same_window(update.site, event.site):
+                return update
+        return None
+
+    def order_of_expression(self, expr: cst.CSTNode) -> Optional[int]:
+        """Program order of the statement or condition that holds an expression."""
+        for node, site in self.structure.statements:
+            if any(sub is expr for sub in walk_expressions(node)):
+                return site.order
+        return None
+
     # -- facts about names -----------------------------------------------------------------------
 
     def mentions(self, expr: cst.CSTNode, scope: Scope, key: str) -> bool:

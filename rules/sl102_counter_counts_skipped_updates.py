@@ -1,0 +1,68 @@
+"""## What it does
+Finds an update counter (`global_step`, `num_updates`, `iter_num`, ...) that advances after an update
+the framework may skip, with nothing checking that the update committed, when the counter feeds a
+schedule, a learning-rate computation, a checkpoint, an evaluation cadence or the end of the run.
+
+## Why is this bad?
+The counter then counts attempted updates, not committed ones. A schedule read from it
+(`lr = get_lr(iter_num)`, `scheduler.step_update(num_updates=n)`) runs ahead of the parameters
+exactly as in SL101; checkpoints named after it and evaluations keyed to it describe updates that
+were never made, and a run that stops at `max_steps` stops short of the updates it promised.
+
+## Example
+```python
+scaler.step(optimizer)
+scaler.update()
+num_updates += 1
+lr_scheduler.step_update(num_updates=num_updates)
+```
+
+## Use instead
+```python
+committed = committed_step(scaler, optimizer)
+scaler.update()
+if committed:
+    num_updates += 1
+lr_scheduler.step_update(num_updates=num_updates)
+```
+
+Silent for counters that feed none of these (a log line's index), counters advanced under a commit
+gate (`if not overflow:`, `if committed:`), and loops whose updates are never skipped.
+
+## Fix safety
+Safe when the counter feeds only schedules, LR computations and evaluation cadences. Unsafe when it
+also feeds the end of the run or a checkpoint: gating it makes the run longer by the number of
+skipped updates, and changes checkpoint names.
+
+## References
+- [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
+"""
+
+from steplint.fixes import SAFE, UNSAFE
+from steplint.model import COUNTER_INCREMENT
+from steplint.rewrite import gate_fix
+from steplint.rule import Finding, rule
+
+
+@rule("SL102", "counter-counts-skipped-updates", "Update counter advances on updates that may have been skipped", fix="sometimes")
+def check(model):
+    for increment in model.of_kind(COUNTER_INCREMENT):
+        update = model.attempt_for(increment, before_only=False)
+        feeds = model.counter_feeds(increment) if update is not None else set()
+        if not feeds or model.gated(increment.site):
+            continue
+        name = model.text(increment.subject)
+        message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed"
+        fix = None
+        if update.order < increment.order:
+            applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
+            fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate)
+        yield Finding(increment.node, message, fix)
+
+
+_WORDS = {"schedule": "the schedule", "lr": "the learning rate", "checkpoint": "checkpoints", "eval": "evaluation", "stop": "the end of the run"}
+
+
+def _listed(feeds):
+    words = [_WORDS[f] for f in ("schedule", "lr", "checkpoint", "eval", "stop") if f in feeds]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -1,0 +1,85 @@
+"""## What it does
+Under gradient accumulation, finds a scheduler, or an update counter that feeds a schedule, that
+advances every batch while the optimizer updates once per window (`if (i + 1) % accum == 0:`).
+
+## Why is this bad?
+The schedule is written in updates; stepping it per micro-batch runs it `accum` times too fast. A
+warmup of 1,000 updates with 8 micro-batches per window is over after 125 updates, and the decay
+reaches its floor an eighth of the way through the run.
+
+## Example
+```python
+for i, batch in enumerate(loader):
+    loss = model(batch) / accum
+    loss.backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+    scheduler.step()
+```
+
+## Use instead
+```python
+for i, batch in enumerate(loader):
+    loss = model(batch) / accum
+    loss.backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+```
+
+Silent for schedules already in other units: a scheduler told its position
+(`scheduler.step(epoch + i / len(loader))`), `# steplint: schedule=batches`, schedulers prepared by
+accelerate (they step once per window inside `accelerator.accumulate`), and DeepSpeed's.
+
+## Fix safety
+The fix moves the statement to the end of the window block. Safe for a scheduler. For a counter it
+is unsafe when the counter also ends the run or names checkpoints: those then count windows.
+"""
+
+from steplint.fixes import SAFE, UNSAFE, Edit, Fix
+from steplint.model import COUNTER_INCREMENT, SCHEDULER_STEP
+from steplint.rewrite import after_statement, lone_statement, move_to
+from steplint.rule import Finding, rule
+
+
+@rule("SL103", "scheduler-step-per-batch", "Scheduler or update counter advances every batch under gradient accumulation", fix="sometimes")
+def check(model):
+    for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
+        update = model.update_outside_window(event)
+        if update is None or model.gated(event.site):
+            continue
+        name = model.text(event.subject)
+        if event.kind == SCHEDULER_STEP:
+            if not model.per_update_scheduler(event):
+                continue
+            applicability = SAFE
+        else:
+            feeds = model.counter_feeds(event)
+            if not feeds & {"schedule", "lr"}:
+                continue
+            applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
+        boundary = model.window(update.site)
+        message = f"`{name}` advances every batch, but the optimizer updates once per window (`{model.text(boundary.test)}`)"
+        yield Finding(event.node, message, _into_window(model, event, boundary, name, applicability))
+
+
+def _into_window(model, event, boundary, name, applicability):
+    """Move the statement to the end of the `if <window boundary>:` block beside it."""
+    statement = lone_statement(model, event.site)
+    window = boundary.statement
+    block, _ = event.site.trail[-1]
+    if statement is None or boundary.early_exit or boundary.negated or window not in block.statements:
+        return None
+    title = f"Move `{name}` into the window block"
+    body = window.body.body
+    following = block.statements[block.index(window) + 1] if block.index(window) + 1 < len(block.statements) else None
+    if following is statement and window.orelse is None:
+        start, _ = model.span(statement.body[0])
+        return Fix(title, applicability, (Edit(start, start, window.body.indent or model.module.default_indent),))
+    offset = after_statement(model, body[-1])
+    if offset is None:
+        return None
+    indent = model.source.indentation(model.rows(body[-1])[0])
+    return Fix(title, applicability, tuple(move_to(model, statement, offset, indent)))
