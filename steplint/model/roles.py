@@ -116,12 +116,18 @@ class RoleTable:
         if role.evidence <= NAME and key in self.foreign:
             return False
         old = self.roles.get(key)
-        if old is not None and (old.evidence > role.evidence or old == role):
+        if old is not None and old.kind == role.kind and old.evidence >= role.evidence:
+            role = replace(  # weaker evidence of the same role adds what it knows, never takes away
+                old,
+                prepared=old.prepared or role.prepared,
+                engine_owned=old.engine_owned or role.engine_owned,
+                accelerator=old.accelerator or role.accelerator,
+                mixed_precision=role.mixed_precision if old.mixed_precision is ... else old.mixed_precision,
+            )
+        elif old is not None and old.evidence > role.evidence:
             return False
-        if old is not None and old.evidence == role.evidence and old.kind == role.kind:
-            role = replace(role, prepared=role.prepared or old.prepared, engine_owned=role.engine_owned or old.engine_owned)
-            if role == old:
-                return False
+        if role == old:
+            return False
         self.roles[key] = role
         return True
 

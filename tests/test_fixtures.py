@@ -1,0 +1,74 @@
+"""Tests generated from fixtures/: each file reports exactly its `# expect:` markers, and each
+`*.fixed.py` golden file is what `--fix --unsafe-fixes` makes of its input."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from steplint.config import Settings
+from steplint.engine import fix_source, lint_source
+from steplint.fixes import reparses
+from steplint.rule import all_rules
+
+from conftest import FIXTURES
+
+_MARKER = re.compile(r"#\s*expect:\s*(SL\d{3}(?:\s*,\s*SL\d{3})*)")
+
+INPUTS = sorted(p for p in FIXTURES.glob("SL*/*.py") if not p.name.endswith(".fixed.py"))
+GOLDEN = [p for p in INPUTS if p.with_name(p.stem + ".fixed.py").exists()]
+
+
+def _id(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def expected(text: str) -> set:
+    found = set()
+    for row, line in enumerate(text.splitlines(), start=1):
+        match = _MARKER.search(line)
+        if match:
+            found |= {(row, code.strip()) for code in match.group(1).split(",")}
+    return found
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=_id)
+def test_reports_exactly_the_markers(path):
+    text = path.read_text()
+    reported = {(d.row, d.code) for d in lint_source(str(path), text, Settings())}
+    assert reported == expected(text)
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=_id)
+def test_fix_matches_golden_file(path):
+    result = fix_source(str(path), path.read_text(), Settings(), unsafe_fixes=True)
+    golden = path.with_name(path.stem + ".fixed.py").read_text()
+    assert result.text == golden
+    assert reparses(result.text)
+    assert not [d for d in result.remaining if d.code in ("SL101", "SL102", "SL103", "SL104")]
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=_id)
+def test_second_fix_changes_nothing(path):
+    golden = path.with_name(path.stem + ".fixed.py").read_text()
+    again = fix_source(str(path), golden, Settings(), unsafe_fixes=True)
+    assert again.text == golden
+    assert again.fixed == []
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=_id)
+def test_fix_keeps_crlf_line_endings(path):
+    crlf = path.read_text().replace("\n", "\r\n")
+    golden = path.with_name(path.stem + ".fixed.py").read_text().replace("\n", "\r\n")
+    assert fix_source(str(path), crlf, Settings(), unsafe_fixes=True).text == golden
+
+
+def test_every_rule_has_positive_and_negative_fixtures():
+    for code, rule in all_rules().items():
+        if rule.check is None:
+            continue
+        files = [p for p in INPUTS if p.parent.name == code]
+        marked = [p for p in files if any(c == code for _, c in expected(p.read_text()))]
+        silent = [p for p in files if not expected(p.read_text())]
+        assert marked, f"{code} has no fixture with a `# expect: {code}` marker"
+        assert silent, f"{code} has no negative fixture"
