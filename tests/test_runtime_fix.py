@@ -1,0 +1,137 @@
+"""The committed-step fix, proven by running it: real torch on CPU, a forced inf gradient in chosen
+windows, the loop run as written and after `steplint check --fix --unsafe-fixes`."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List
+
+import pytest
+import torch
+
+LOOPS = Path(__file__).parent / "loops"
+BASE_LR = 0.1
+WARMUP = 10
+
+
+def warmup(step: int) -> float:
+    return min(1.0, (step + 1) / WARMUP)
+
+
+@dataclass
+class Record:
+    """What happened at each scaler.update(): the LR the update used and whether parameters moved."""
+
+    lrs: List[float] = field(default_factory=list)
+    changed: List[bool] = field(default_factory=list)
+
+    def committed_lrs(self) -> List[float]:
+        return [lr for lr, moved in zip(self.lrs, self.changed) if moved]
+
+
+def run(module, *, fused: bool, skipped_windows, windows: int, accum: int = 1, max_updates=None):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=BASE_LR, fused=fused)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup)
+    scaler = torch.amp.GradScaler("cpu")
+    record = Record()
+
+    backward_calls = [0]
+
+    def poison(grad):
+        window = backward_calls[0] // accum
+        backward_calls[0] += 1
+        return torch.full_like(grad, float("inf")) if window in skipped_windows else grad
+
+    model.weight.register_hook(poison)
+    snapshot = [p.detach().clone() for p in model.parameters()]
+    original_update = scaler.update
+
+    def update(*args, **kwargs):
+        record.lrs.append(optimizer.param_groups[0]["lr"])
+        now = [p.detach().clone() for p in model.parameters()]
+        record.changed.append(any(not torch.equal(a, b) for a, b in zip(snapshot, now)))
+        snapshot[:] = now
+        return original_update(*args, **kwargs)
+
+    scaler.update = update
+    batches = [torch.randn(8, 4) for _ in range(windows * accum)]
+    args = (model, optimizer, scheduler, scaler, batches) + ((accum,) if accum > 1 else ())
+    counter = module.train(*args, max_updates=max_updates)
+    return record, counter
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fixed_copy(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copy(LOOPS / name, target)
+    done = subprocess.run(
+        [sys.executable, "-m", "steplint", "check", "--fix", "--unsafe-fixes", str(target)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert target.read_text() != (LOOPS / name).read_text()
+    return target
+
+
+SKIPPED = {0, 1, 2, 6}  # overflow while the scaler calibrates, and once more later
+CASES = [
+    pytest.param("amp_loop.py", 1, id="per-batch"),
+    pytest.param("accumulation_loop.py", 4, id="accumulation"),
+]
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+@pytest.mark.parametrize("name,accum", CASES)
+def test_unfixed_loop_drifts(name, accum, fused):
+    record, counter = run(load(LOOPS / name), fused=fused, skipped_windows=SKIPPED, windows=16, accum=accum)
+    committed = record.committed_lrs()
+    assert record.changed == [w not in SKIPPED for w in range(16)]
+    assert committed != [BASE_LR * warmup(k) for k in range(len(committed))]
+    assert counter == 16  # the counter counted every attempt
+    if accum == 1:
+        assert committed[0] == pytest.approx(BASE_LR * warmup(3))  # three warmup steps spent on skips
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+@pytest.mark.parametrize("name,accum", CASES)
+def test_fixed_loop_follows_committed_updates(tmp_path, name, accum, fused):
+    module = load(fixed_copy(tmp_path, name))
+    record, counter = run(module, fused=fused, skipped_windows=SKIPPED, windows=16, accum=accum)
+    committed = record.committed_lrs()
+    assert record.changed == [w not in SKIPPED for w in range(16)]
+    assert committed == pytest.approx([BASE_LR * warmup(k) for k in range(16 - len(SKIPPED))])
+    assert counter == 16 - len(SKIPPED)
+
+
+@pytest.mark.runtime
+def test_fixed_loop_stops_after_committed_updates(tmp_path):
+    module = load(fixed_copy(tmp_path, "amp_loop.py"))
+    torch.manual_seed(0)
+    record, counter = run(module, fused=False, skipped_windows={0, 1}, windows=12, max_updates=8)
+    assert counter == 8 and sum(record.changed) == 8  # as written, it would stop after 6 updates
+    assert len(record.changed) == 10
+
+
+@pytest.mark.runtime
+def test_committed_step_without_skips_and_disabled_scaler():
+    from steplint.runtime import committed_step
+
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for scaler in (torch.amp.GradScaler("cpu"), torch.amp.GradScaler("cpu", enabled=False)):
+        scaler.scale(model(torch.ones(1, 2)).sum()).backward()
+        assert committed_step(scaler, optimizer) is True
+        scaler.update()
+        optimizer.zero_grad()
