@@ -10,7 +10,7 @@ import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 # Folders that hold no code of the project's own.
 SKIPPED_DIRS = {
@@ -146,7 +146,7 @@ def discover(paths: Sequence[str]) -> Tuple[List[str], List[str]]:
             key = os.path.normpath(candidate)
             if key not in seen:
                 seen.add(key)
-                found.append(candidate)
+                found.append(key)
     return found, missing
 
 
@@ -184,10 +184,3 @@ def _walk(folder: str, ignore: _GitIgnore) -> Iterator[str]:
             yield from _walk(entry.path, ignore)
         elif entry.name.endswith((".py", ".pyi")) and not ignore.ignored(absolute, False):
             yield entry.path
-
-
-def relative(path: str) -> Optional[str]:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return path
