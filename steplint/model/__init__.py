@@ -89,9 +89,13 @@ class ModuleModel:
 
     @staticmethod
     def exclusive(a: Site, b: Site) -> bool:
-        """In different branches of one `if`: never both in one pass."""
+        """Never both in one pass: different branches of one `if`, or one ends its pass first
+        (`if resuming: counter += 1; continue` before the update)."""
         polarity = {id(g.test): g.negated for g in a.guards if not g.early_exit}
-        return any(id(g.test) in polarity and polarity[id(g.test)] != g.negated for g in b.guards if not g.early_exit)
+        if any(id(g.test) in polarity and polarity[id(g.test)] != g.negated for g in b.guards if not g.early_exit):
+            return True
+        first, second = (a, b) if a.order < b.order else (b, a)
+        return _exits_before(first, second)
 
     def same_window(self, update: Site, other: Site) -> bool:
         """`other` runs once per update attempt: under the update's window boundary, if it has one."""
@@ -266,6 +270,22 @@ class ModuleModel:
 
     def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
         return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
+
+
+_EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+def _exits_before(first: Site, second: Site) -> bool:
+    """`first` sits in a block that ends the pass (continue, break, return, raise) after it and
+    that does not hold `second`."""
+    shared = {id(block) for block, _ in second.trail}
+    for block, statement in first.trail:
+        if id(block) in shared:
+            continue
+        rest = block.statements[block.index(statement) + 1 :]
+        if any(isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and any(isinstance(x, _EXITS) for x in s.body) for s in rest):
+            return True
+    return False
 
 
 def _helper_names(imports: ImportMap, module: cst.Module) -> frozenset:

@@ -92,8 +92,9 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
                 skips = role.enabled is not False
                 return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=args[0], strategy=SCALER)
             if kind == OPTIMIZER:
-                # A prepared optimizer skips its step on fp16 overflow; the precision may come from `accelerate config`.
-                if role.prepared and role.mixed_precision not in ("no", "bf16", "fp8"):
+                # A prepared optimizer skips its step on fp16 overflow. Without mixed_precision in the
+                # code it comes from `accelerate config`, which we cannot see: stay silent.
+                if role.prepared and role.mixed_precision not in ("no", "bf16", "fp8", None, ...):
                     return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy="accelerate")
                 return Event(OPTIMIZER_STEP, call, site, obj, role, optimizer=obj)
             if kind == ENGINE:

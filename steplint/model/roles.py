@@ -25,6 +25,7 @@ ACCELERATOR = "accelerator"
 ENGINE = "deepspeed-engine"
 
 CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
+PRECISION_FROM_EXPRESSION = "expression"  # mixed_precision=args.mixed_precision: may be fp16
 
 SCALER_CLASSES = {
     "torch.amp.GradScaler",
@@ -187,7 +188,9 @@ class RoleTable:
             return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler")
         if qualified in ACCELERATOR_CLASSES:
             given = keyword(call, "mixed_precision")
-            return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=None if given is None else literal(given))
+            # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)
+            precision = None if given is None else literal(given)
+            return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=PRECISION_FROM_EXPRESSION if precision is ... else precision)
         return None
 
     def _is_foreign(self, call: cst.Call, scope: Scope) -> bool:
