@@ -22,6 +22,7 @@ CHECKPOINT_SAVE = "checkpoint-save"
 EVALUATION = "evaluation"
 EARLY_EXIT = "early-exit"  # break / return: what guards it is a loop stop
 
+CALL = "call"  # strategy of a call to a function of the module that makes one skippable update
 COMMITTED_STEP = "committed_step"  # the helper steplint's fix adds (or imports from steplint.runtime)
 
 _SAVE_CALL = re.compile(r"^(save|save_checkpoint|save_state|save_pretrained|save_model|save_ckpt|checkpoint)$|^save_.*(checkpoint|ckpt|model|state)", re.I)
@@ -69,8 +70,29 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
                         event.gate_var = target.value
         elif isinstance(node, (cst.Break, cst.Return)):
             events.append(Event(EARLY_EXIT, node, site))
+    events.extend(_updating_calls(structure, roles, events))
     events.sort(key=lambda e: e.order)
     return events
+
+
+def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event]) -> List[Event]:
+    """Calls of this module's functions that make one skippable update each (`_backward(loss)`,
+    `self.optimizer_step()`): at the call site they are the update. A function that loops over
+    updates (`train_one_epoch`) is not one update."""
+    updating = {id(e.site.scope) for e in events if e.kind == SKIPPABLE_STEP and not e.site.loops}
+    found: List[Event] = []
+    for _ in range(3):  # calls of calls
+        added = False
+        for call, site in structure.calls:
+            callee = roles.callee(call.func, site.scope)
+            if callee is not None and id(callee) in updating and not any(e.node is call for e in found):
+                found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL))
+                if not site.loops and id(site.scope) not in updating:
+                    updating.add(id(site.scope))
+                    added = True
+        if not added:
+            break
+    return found
 
 
 def _is_helper_call(expr: cst.BaseExpression, helper_names: frozenset) -> bool:

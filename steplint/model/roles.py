@@ -92,11 +92,10 @@ class RoleTable:
         if text is None:
             return None
         head, _, rest = text.partition(".")
-        if scope.self_name and head == scope.self_name and scope.class_name:
+        owner = scope.owner_of(head)
+        if scope.self_name and head == scope.self_name and scope.class_name and (owner is None or owner.self_name == head):
             return f"class {scope.class_name}:self" + (f".{rest}" if rest else "")
-        if scope.name != "<module>" and head in scope.local_names:
-            return f"{scope.name}:{text}"
-        return f"<module>:{text}"
+        return f"{owner.name}:{text}" if owner is not None else f"<module>:{text}"
 
     def of(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[Role]:
         key = self.key(expr, scope)
@@ -292,7 +291,7 @@ class RoleTable:
 
     def _call_flow(self, call: cst.Call, scope: Scope) -> bool:
         """Roles of arguments flow into the parameters of a function or method of this module."""
-        target = self._callee(call.func, scope)
+        target = self.callee(call.func, scope)
         if target is None:
             return False
         params = list(target.params)
@@ -309,8 +308,17 @@ class RoleTable:
                 changed |= self._set(f"{target.name}:{param.name.value}", role)
         return changed
 
-    def _callee(self, func: cst.BaseExpression, scope: Scope) -> Optional[Scope]:
-        if isinstance(func, cst.Name) and func.value not in scope.local_names:
+    def callee(self, func: cst.BaseExpression, scope: Scope) -> Optional[Scope]:
+        """The function or method of this module that a call runs, when the call says so plainly."""
+        if isinstance(func, cst.Name):
+            if scope.owner_of(func.value) is not None:
+                return None  # a local variable holding who knows what
+            enclosing: Optional[Scope] = scope
+            while enclosing is not None:  # a nested function of this one or of an enclosing one
+                nested = self._functions.get(f"{enclosing.name}.{func.value}")
+                if nested is not None and nested.parent is enclosing:
+                    return nested
+                enclosing = enclosing.parent
             candidate = self._functions.get(func.value)
             return candidate if candidate is not None and candidate.class_name is None else None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:

@@ -27,6 +27,16 @@ class Scope:
     self_name: Optional[str] = None
     params: Tuple[cst.Param, ...] = ()
     local_names: set = field(default_factory=set)
+    parent: Optional["Scope"] = None  # the enclosing function of a nested function
+
+    def owner_of(self, name: str) -> Optional["Scope"]:
+        """The function scope that binds `name`, this one or an enclosing one; None: a global."""
+        scope: Optional[Scope] = self
+        while scope is not None and scope.name != "<module>":
+            if name in scope.local_names:
+                return scope
+            scope = scope.parent
+        return None
 
 
 @dataclass(eq=False)
@@ -171,11 +181,17 @@ class _Walker:
             self.block(Block(owner, (suite,)), scope, loops, guards, trail)
 
     def function(self, node: cst.FunctionDef, outer) -> None:
-        class_name = outer.class_name if isinstance(outer, _ClassScope) else None
         params = tuple(node.params.posonly_params) + tuple(node.params.params) + tuple(node.params.kwonly_params)
-        self_name = params[0].name.value if class_name and params else None
-        name = f"{class_name}.{node.name.value}" if class_name else node.name.value
-        scope = Scope(node, name, class_name, self_name, params, {p.name.value for p in params})
+        if isinstance(outer, _ClassScope):
+            class_name, parent = outer.class_name, None
+            self_name = params[0].name.value if params else None
+            name = f"{class_name}.{node.name.value}"
+        elif outer.name != "<module>":  # a nested function sees its enclosing function's names
+            class_name, self_name, parent = outer.class_name, outer.self_name, outer
+            name = f"{outer.name}.{node.name.value}"
+        else:
+            class_name, self_name, parent, name = None, None, None, node.name.value
+        scope = Scope(node, name, class_name, self_name, params, {p.name.value for p in params}, parent)
         for star in (node.params.star_arg, node.params.star_kwarg):
             if isinstance(star, cst.Param):
                 scope.local_names.add(star.name.value)
