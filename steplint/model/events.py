@@ -80,12 +80,13 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
     `self.optimizer_step()`): at the call site they are the update. A function that loops over
     updates (`train_one_epoch`) is not one update."""
     updating = {id(e.site.scope) for e in events if e.kind == SKIPPABLE_STEP and not e.site.loops}
+    known = {id(e.node) for e in events}  # committed_step(...) is an update already, with its gate
     found: List[Event] = []
     for _ in range(3):  # calls of calls
         added = False
         for call, site in structure.calls:
             callee = roles.callee(call.func, site.scope)
-            if callee is not None and id(callee) in updating and not any(e.node is call for e in found):
+            if callee is not None and id(callee) in updating and id(call) not in known and not any(e.node is call for e in found):
                 found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL))
                 if not site.loops and id(site.scope) not in updating:
                     updating.add(id(site.scope))
