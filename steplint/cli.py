@@ -6,21 +6,34 @@ import difflib
 import json
 import os
 import sys
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import click
 
 from steplint import __version__
-from steplint.config import ConfigError, Settings
+from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint.diagnostic import Diagnostic
-from steplint.engine import SYNTAX_ERROR, fix_source, lint_source
-from steplint.files import FileError, discover, read_text, write_text
-from steplint.report import FORMATS
+from steplint.engine import SYNTAX_ERROR, UNUSED_NOQA, fix_source, lint_source
+from steplint.files import FileError, TextFile, discover, read_text, write_text
+from steplint.fixes import apply_edits, normalized, reparses
+from steplint.report import FORMATS, MACHINE_FORMATS
 from steplint.rule import all_rules
+from steplint.source import Source
+from steplint.suppress import add_noqa_edits, comments
 
 _PARALLEL_FROM = 16  # files; below this a process pool costs more than it saves
+_PROGRESS_FROM = 300  # files; fewer finish before a progress line would help
+
+
+@dataclass(frozen=True)
+class Mode:
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+    add_noqa: bool = False
 
 
 @dataclass
@@ -28,31 +41,56 @@ class FileReport:
     path: str
     text: str = ""  # the text the diagnostics refer to (after fixes, when fixing)
     diagnostics: List[Diagnostic] = field(default_factory=list)
-    fixed: int = 0
+    fixed: List[Diagnostic] = field(default_factory=list)
     diff: str = ""
+    noqa_added: int = 0
 
 
 def _codes(values: Tuple[str, ...]) -> Tuple[str, ...]:
     return tuple(code.strip() for value in values for code in value.split(",") if code.strip())
 
 
-def _check_file(path: str, settings: Settings, fix: bool, unsafe_fixes: bool, diff: bool) -> FileReport:
+def check_text(path: str, text: str, settings: Settings, mode: Mode) -> FileReport:
+    """Lint, fix or add noqa to one file's text; nothing is written here."""
+    if mode.add_noqa:
+        diagnostics = lint_source(path, text, settings)
+        rows = {}
+        for d in diagnostics:
+            if d.code not in (SYNTAX_ERROR, UNUSED_NOQA) and d.noqa_row is not None:
+                rows.setdefault(d.noqa_row, []).append(d.code)
+        source = Source(path, text)
+        edits = normalized(add_noqa_edits(source, comments(source), rows)) or []
+        new = apply_edits(text, edits)
+        if not reparses(new):
+            return FileReport(path, text, diagnostics)
+        return FileReport(path, new, [], noqa_added=len(edits))
+    if not (mode.fix or mode.diff):
+        return FileReport(path, text, lint_source(path, text, settings))
+    result = fix_source(path, text, settings, mode.unsafe_fixes)
+    report = FileReport(path, result.text, result.remaining, result.fixed)
+    if mode.diff and result.text != text:
+        report.diff = "".join(difflib.unified_diff(text.splitlines(True), result.text.splitlines(True), f"a/{path}", f"b/{path}"))
+    return report
+
+
+def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
     try:
         file = read_text(path)
     except FileError as error:
-        return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules() else [])
-    if not (fix or diff):
-        return FileReport(path, file.text, lint_source(path, file.text, settings))
-    result = fix_source(path, file.text, settings, unsafe_fixes)
-    report = FileReport(path, result.text, result.remaining, len(result.fixed))
-    if result.text != file.text:
-        if diff:
-            report.diff = "".join(
-                difflib.unified_diff(file.text.splitlines(True), result.text.splitlines(True), f"a/{path}", f"b/{path}")
-            )
-        else:
-            write_text(path, file, result.text)
+        return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
+    report = check_text(path, file.text, settings, mode)
+    if report.text != file.text and not mode.diff:
+        _write(path, file, report)
     return report
+
+
+def _write(path: str, file: TextFile, report: FileReport) -> None:
+    try:
+        write_text(path, file, report.text)
+    except OSError as error:
+        report.diagnostics.append(_file_error(path, f"cannot write the fixed file: {error.strerror or error}"))
+        report.fixed = []
+        report.noqa_added = 0
 
 
 def _file_error(path: str, message: str) -> Diagnostic:
@@ -60,12 +98,25 @@ def _file_error(path: str, message: str) -> Diagnostic:
     return Diagnostic(SYNTAX_ERROR, rule.name, message[:1].upper() + message[1:], path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 
-def _run(files: Sequence[str], settings: Settings, fix: bool, unsafe_fixes: bool, diff: bool) -> List[FileReport]:
-    jobs = (os.cpu_count() or 1)
-    if len(files) < _PARALLEL_FROM or jobs < 2:
-        return [_check_file(f, settings, fix, unsafe_fixes, diff) for f in files]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(_check_file, files, [settings] * len(files), [fix] * len(files), [unsafe_fixes] * len(files), [diff] * len(files), chunksize=4))
+def _run(jobs: Sequence[Tuple[str, Settings]], mode: Mode) -> Iterator[FileReport]:
+    workers = os.cpu_count() or 1
+    if len(jobs) < _PARALLEL_FROM or workers < 2:
+        yield from (_check_file(path, settings, mode) for path, settings in jobs)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(_check_file, [p for p, _ in jobs], [s for _, s in jobs], [mode] * len(jobs), chunksize=4)
+
+
+def _with_progress(reports: Iterator[FileReport], total: int) -> List[FileReport]:
+    show = total >= _PROGRESS_FROM and sys.stderr.isatty()
+    done = []
+    for report in reports:
+        done.append(report)
+        if show and (len(done) % 25 == 0 or len(done) == total):
+            click.echo(f"\rchecked {len(done)}/{total} files", err=True, nl=False)
+    if show:
+        click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
+    return done
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,52 +128,112 @@ def main() -> None:
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--fix", is_flag=True, help="Apply safe fixes.")
-@click.option("--unsafe-fixes", is_flag=True, help="Also apply unsafe fixes (with --fix or --diff), and show them as available.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply unsafe fixes (with --fix or --diff), and count them as available.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if there are any.")
-@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated; default ALL).")
-@click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of --select.")
-@click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
-@click.option("--output-format", type=click.Choice(sorted(FORMATS)), default="full", show_default=True)
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes that were applied.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa` comments for the current diagnostics.")
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable, replacing the configured ones (comma-separated).")
+@click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="Use this configuration file for every path.")
+@click.option("--output-format", type=click.Choice(list(FORMATS)), default="full", show_default=True)
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to this file.")
+@click.option("--statistics", is_flag=True, help="Count the diagnostics per rule instead of listing them.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when fixes were applied, even if nothing remains.")
+@click.option("--force-exclude", is_flag=True, help="Apply exclude settings to paths given on the command line too.")
+@click.option("--stdin-filename", help="Read the source from stdin (path `-`) and report it under this name.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
-def check(paths, fix, unsafe_fixes, diff, select, extend_select, ignore, output_format, exit_zero, show_fixes, quiet) -> None:
-    """Check PATHS (files or folders; default: the current folder)."""
+def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_select, ignore, config_file, output_format,
+          output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet) -> None:
+    """Check PATHS (files or folders; default: the current folder; `-` for stdin)."""
+    mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa)
     try:
-        settings = Settings(
-            select=_codes(select) or ("ALL",), ignore=_codes(ignore), extend_select=_codes(extend_select)
-        )
-        settings.enabled_rules()
+        resolver = Resolver(Overrides(_codes(select), _codes(ignore), _codes(extend_select)), config_file)
+        if paths == ("-",) or (stdin_filename and not paths):
+            _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix)
+            return
+        files, missing = discover(paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude)
+        jobs = [(path, resolver.settings_for(path)) for path in files]
     except ConfigError as error:
-        raise click.UsageError(str(error))
-    files, missing = discover(paths or (".",))
+        click.echo(f"steplint: error: {error}", err=True)
+        sys.exit(2)
     for path in missing:
-        click.echo(f"error: {path}: no such file or directory", err=True)
+        click.echo(f"steplint: error: {path}: no such file or directory", err=True)
     if missing:
         sys.exit(2)
-    reports = _run(files, settings, fix, unsafe_fixes, diff)
+    reports = _with_progress(_run(jobs, mode), len(jobs))
     diagnostics = [d for r in reports for d in r.diagnostics]
     sources = {r.path: r.text for r in reports}
+    if add_noqa:
+        added = sum(r.noqa_added for r in reports)
+        click.echo(f"Added {added} noqa {'directive' if added == 1 else 'directives'}.", err=quiet)
+        sys.exit(0)
     if diff:
         click.echo("".join(r.diff for r in reports), nl=False)
     else:
-        click.echo(FORMATS[output_format](diagnostics, sources), nl=False)
-    if output_format in ("full", "concise") and not quiet:
-        _summary(reports, diagnostics, fix, unsafe_fixes, diff, show_fixes)
+        rendered = _statistics(diagnostics, output_format) if statistics else FORMATS[output_format](diagnostics, sources)
+        if output_file:
+            with open(output_file, "w", encoding="utf-8") as handle:
+                handle.write(rendered)
+        else:
+            click.echo(rendered, nl=False)
+    if output_format not in MACHINE_FORMATS and not quiet:
+        _summary(reports, diagnostics, mode, show_fixes, to_stderr=diff or bool(output_file))
+    fixed_any = any(r.fixed for r in reports)
     if diff:
         sys.exit(1 if any(r.diff for r in reports) and not exit_zero else 0)
-    sys.exit(1 if diagnostics and not exit_zero else 0)
+    sys.exit(1 if (diagnostics and not exit_zero) or (exit_non_zero_on_fix and fixed_any) else 0)
 
 
-def _summary(reports, diagnostics, fix, unsafe_fixes, diff, show_fixes) -> None:
-    out = (lambda text: click.echo(text, err=True)) if diff else click.echo
-    fixed = sum(r.fixed for r in reports)
+def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix) -> None:
+    """Editors pipe a buffer in: diagnostics to stdout, or with --fix the fixed source to stdout and
+    the remaining diagnostics to stderr."""
+    path = name or "-"
+    text = click.get_text_stream("stdin").read()
+    settings = resolver.settings_for(path)
+    if force_exclude and name and settings.excluded(path):
+        if mode.fix:
+            click.echo(text, nl=False)
+        sys.exit(0)
+    report = check_text(path, text, settings, mode)
+    rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
+    if mode.fix or mode.add_noqa:
+        click.echo(report.text, nl=False)
+        click.echo(rendered, nl=False, err=True)
+    elif mode.diff:
+        click.echo(report.diff, nl=False)
+    else:
+        click.echo(rendered, nl=False)
+    failed = (report.diagnostics and not exit_zero) or (exit_non_zero_on_fix and report.fixed) or (mode.diff and report.diff and not exit_zero)
+    sys.exit(1 if failed else 0)
+
+
+def _statistics(diagnostics: List[Diagnostic], output_format: str) -> str:
+    counts = Counter(d.code for d in diagnostics)
+    names = {d.code: d.name for d in diagnostics}
+    fixable = {d.code for d in diagnostics if d.fix is not None}
+    if output_format in ("json", "json-lines", "sarif"):
+        rows = [{"code": c, "name": names[c], "count": n, "fixable": c in fixable} for c, n in sorted(counts.items())]
+        return json.dumps(rows, indent=2) + "\n"
+    width = max((len(str(n)) for n in counts.values()), default=1)
+    return "".join(f"{n:>{width}}\t{c}\t{'[*] ' if c in fixable else ''}{names[c]}\n" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _summary(reports, diagnostics, mode: Mode, show_fixes: bool, to_stderr: bool) -> None:
+    def out(text: str) -> None:
+        click.echo(text, err=to_stderr)
+
+    fixed = sum(len(r.fixed) for r in reports)
     if show_fixes and fixed:
+        out(f"Fixed {fixed} {_plural(fixed, 'error')}:")
         for r in reports:
             if r.fixed:
-                out(f"Fixed {r.fixed} in {r.path}")
-    if fix or diff:
-        verb = "Would fix" if diff else "Fixed"
+                out(f"- {r.path}:")
+                for (code, name), count in sorted(Counter((d.code, d.name) for d in r.fixed).items()):
+                    out(f"    {count} × {code} ({name})")
+    if mode.fix or mode.diff:
+        verb = "Would fix" if mode.diff else "Fixed"
         if fixed or diagnostics:
             out(f"{verb} {fixed} {_plural(fixed, 'error')} ({len(diagnostics)} remaining).")
         else:
@@ -131,9 +242,9 @@ def _summary(reports, diagnostics, fix, unsafe_fixes, diff, show_fixes) -> None:
         out(f"Found {len(diagnostics)} {_plural(len(diagnostics), 'error')}.")
         safe = sum(1 for d in diagnostics if d.fix and d.fix.applicability == "safe")
         unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability != "safe")
-        if safe or (unsafe and unsafe_fixes):
-            out(f"[*] {safe + (unsafe if unsafe_fixes else 0)} fixable with `steplint check --fix{' --unsafe-fixes' if unsafe_fixes else ''}`.")
-        if unsafe and not unsafe_fixes:
+        if safe or (unsafe and mode.unsafe_fixes):
+            out(f"[*] {safe + (unsafe if mode.unsafe_fixes else 0)} fixable with `steplint check --fix{' --unsafe-fixes' if mode.unsafe_fixes else ''}`.")
+        if unsafe and not mode.unsafe_fixes:
             out(f"({unsafe} hidden {_plural(unsafe, 'fix', 'fixes')} can be enabled with the `--unsafe-fixes` option.)")
     else:
         out("All checks passed!")
@@ -167,7 +278,7 @@ def rule_command(code, show_all, output_format) -> None:
 
 
 def _fix_word(fix: Optional[str]) -> str:
-    return {"safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "fix sometimes"}.get(fix or "", "no fix")
+    return {"safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "fix sometimes available"}.get(fix or "", "no fix")
 
 
 def _rule_dict(r) -> dict:

@@ -10,21 +10,22 @@ import libcst as cst
 
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
-from steplint.fixes import apply_edits, normalized, reparses, select_non_overlapping
+from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.model import build_model
 from steplint.rule import all_rules
 from steplint.source import Source
-from steplint.suppress import suppressed
+from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
 # A file without these words has no update, scheduler, counter feed or checkpoint to check.
 _PREFILTER = re.compile(r"step|save|scaler")
 MAX_FIX_ROUNDS = 25
 SYNTAX_ERROR = "SL001"
+UNUSED_NOQA = "SL002"
 
 
 def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
     """Diagnostics for one file's text, sorted by position, without the suppressed ones."""
-    rules = settings.enabled_rules()
+    rules = settings.enabled_rules(path)
     if not _PREFILTER.search(text):
         return []
     source = Source(path, text)
@@ -35,29 +36,42 @@ def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
     except RecursionError:
         return [_unparsable(source, 1, 0, "too deeply nested to parse")] if SYNTAX_ERROR in rules else []
     model = build_model(source, module, settings)
+    found_comments = comments(source)
+    if found_comments.file_exempt:
+        return []
     found: List[Diagnostic] = []
+    used = set()
     for code, rule in rules.items():
         if rule.check is None:
             continue
         for finding in rule.check(model):
-            start, end = model.span(finding.node)
-            row, column = source.position(start)
-            end_row, end_column = source.position(end)
-            first, last = model.rows(finding.node)
-            noqa = suppressed(source, code, sorted({first, last}))
+            first, last = model.statement_rows(finding.node)
+            noqa = suppressing(found_comments, code, sorted({first, last}))
             if noqa is not None:
+                used.add((noqa, code))
                 continue
-            found.append(Diagnostic(code, rule.name, finding.message, path, start, end, row, column + 1, end_row, end_column + 1, finding.fix, rule.url, row))
+            start, end = model.span(finding.node)
+            noqa_row = last if first in found_comments.string_rows else first
+            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))
+    if UNUSED_NOQA in rules:
+        for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
+            listed = ", ".join(f"`{c}`" for c in unused)
+            fix = Fix("Remove the unused suppression", SAFE, (removal_edit(source, directive, unused),))
+            found.append(_diagnostic(source, rules[UNUSED_NOQA], f"Unused `noqa` directive (suppresses nothing: {listed})", directive.start, directive.end, fix, directive.row))
     return sorted(found, key=lambda d: (d.start, d.code))
 
 
+def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, noqa_row) -> Diagnostic:
+    row, column = source.position(start)
+    end_row, end_column = source.position(end)
+    return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
+
+
 def _unparsable(source: Source, row: int, column: int, message: str) -> Diagnostic:
-    rule = all_rules()[SYNTAX_ERROR]
     row = min(max(row, 1), len(source.line_starts))
-    column = min(column, len(source.line(row)))
-    start = source.offset(row, column)
+    start = source.offset(row, min(column, len(source.line(row))))
     message = message[len("parser error: "):] if message.startswith("parser error: ") else message
-    return Diagnostic(SYNTAX_ERROR, rule.name, f"Cannot parse: {message}", source.path, start, start, row, column + 1, row, column + 1, None, rule.url, row)
+    return _diagnostic(source, all_rules()[SYNTAX_ERROR], f"Cannot parse: {message}", start, start, None, row)
 
 
 @dataclass

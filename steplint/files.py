@@ -10,9 +10,11 @@ import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Sequence, Tuple
+from typing import Callable, Iterator, List, Sequence, Tuple
 
-# Folders that hold no code of the project's own.
+from steplint.globs import compile_glob
+
+# Folders that hold no code of the project's own: the default `exclude`.
 SKIPPED_DIRS = {
     ".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "build", "dist", ".tox", ".nox", ".eggs",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".steplint_cache", "node_modules", "site-packages",
@@ -80,10 +82,7 @@ class _GitIgnore:
                 continue
             negated = line.startswith("!")
             line = line[1:] if negated else line
-            dir_only = line.endswith("/")
-            line = line.rstrip("/")
-            anchored = "/" in line
-            added.append((folder, _glob_regex(line.lstrip("/"), anchored), negated, dir_only))
+            added.append((folder, compile_glob(line), negated, line.endswith("/")))
         return _GitIgnore(self.rules + tuple(added))
 
     def ignored(self, path: str, is_dir: bool) -> bool:
@@ -99,37 +98,15 @@ class _GitIgnore:
         return result
 
 
-def _glob_regex(pattern: str, anchored: bool) -> "re.Pattern[str]":
-    out = ""
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out += "(?:.*/)?"
-            i += 3
-        elif pattern.startswith("**", i):
-            out += ".*"
-            i += 2
-        elif pattern[i] == "*":
-            out += "[^/]*"
-            i += 1
-        elif pattern[i] == "?":
-            out += "[^/]"
-            i += 1
-        else:
-            out += re.escape(pattern[i])
-            i += 1
-    return re.compile(out if anchored else f"(?:.*/)?{out}")
-
-
 def _is_virtualenv(folder: str) -> bool:
     return os.path.exists(os.path.join(folder, "pyvenv.cfg"))
 
 
-def discover(paths: Sequence[str]) -> Tuple[List[str], List[str]]:
+def discover(paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False) -> Tuple[List[str], List[str]]:
     """Python files under the paths, and the paths that do not exist.
 
-    A file named explicitly is always checked; folders are walked, skipping VCS and build folders,
-    virtualenvs and what .gitignore ignores.
+    Folders are walked, skipping virtualenvs, what `excluded` says (the configured exclude globs)
+    and what .gitignore ignores. A file named explicitly is checked unless `force_exclude`.
     """
     found: List[str] = []
     missing: List[str] = []
@@ -138,10 +115,12 @@ def discover(paths: Sequence[str]) -> Tuple[List[str], List[str]]:
         if not os.path.lexists(path):
             missing.append(path)
             continue
+        if force_exclude and excluded(path):
+            continue
         if not os.path.isdir(path):
             candidates: Iterator[str] = iter([path])
         else:
-            candidates = _walk(path, _ancestors_gitignore(path))
+            candidates = _walk(path, _ancestors_gitignore(path), excluded)
         for candidate in candidates:
             key = os.path.normpath(candidate)
             if key not in seen:
@@ -166,7 +145,7 @@ def _ancestors_gitignore(path: str) -> _GitIgnore:
     return ignore
 
 
-def _walk(folder: str, ignore: _GitIgnore) -> Iterator[str]:
+def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool]) -> Iterator[str]:
     ignore = ignore.extended(os.path.abspath(folder))
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -179,8 +158,8 @@ def _walk(folder: str, ignore: _GitIgnore) -> Iterator[str]:
         except OSError:
             continue
         if is_dir:
-            if entry.name in SKIPPED_DIRS or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or entry.is_symlink():
+            if entry.is_symlink() or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or excluded(entry.path):
                 continue
-            yield from _walk(entry.path, ignore)
-        elif entry.name.endswith((".py", ".pyi")) and not ignore.ignored(absolute, False):
+            yield from _walk(entry.path, ignore, excluded)
+        elif entry.name.endswith((".py", ".pyi")) and not ignore.ignored(absolute, False) and not excluded(entry.path):
             yield entry.path

@@ -1,41 +1,128 @@
-"""`# noqa` suppression and `# steplint: schedule=...` intent comments."""
+"""`# noqa` suppression, `# steplint: noqa` for a whole file, unused-noqa detection, --add-noqa
+edits, and `# steplint: schedule=...` intent comments."""
 
 from __future__ import annotations
 
+import io
 import re
-from typing import Optional, Sequence
+import tokenize
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from steplint.fixes import Edit
 from steplint.source import Source
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
+_NOQA = re.compile(r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+_FILE_NOQA = re.compile(r"^#\s*steplint\s*:\s*noqa\s*$", re.I)
 _INTENT = re.compile(r"#\s*steplint:\s*schedule\s*=\s*(?P<basis>[a-z-]+)")
 BASES = ("committed-updates", "tokens", "batches", "epochs")
+PREFIX = "SL"
 
 
-def _comment(line: str) -> Optional[str]:
-    """The comment part of a line (a `#` not in a string is good enough for a trailing comment)."""
-    index = line.find("#")
-    return line[index:] if index >= 0 else None
+@dataclass(frozen=True)
+class Noqa:
+    row: int
+    start: int  # offsets of the `# noqa...` directive within the file
+    end: int
+    codes: Optional[Tuple[str, ...]]  # None: a bare `# noqa`
+    comment_start: int  # offset of the comment's `#`
+    comment_alone: bool  # the directive is the whole comment
 
 
-def suppressed(source: Source, code: str, rows: Sequence[int]) -> Optional[int]:
-    """The row whose `# noqa` suppresses `code`, among the rows of the reported statement."""
-    for row in rows:
-        comment = _comment(source.line(row))
-        match = _NOQA.search(comment) if comment else None
-        if match is None:
+@dataclass(frozen=True)
+class Comments:
+    noqa: Dict[int, Noqa]
+    file_exempt: bool
+    string_rows: frozenset  # rows whose line break lies inside a string
+
+
+def comments(source: Source) -> Comments:
+    noqa: Dict[int, Noqa] = {}
+    exempt = False
+    string_rows = set()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source.text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return Comments({}, False, frozenset())
+    for token in tokens:
+        if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+            string_rows.update(range(token.start[0], token.end[0]))
+        if token.type != tokenize.COMMENT:
             continue
-        codes = match.group("codes")
-        if codes is None or code.upper() in {c.upper() for c in re.split(r"[\s,]+", codes)}:
+        row, column = token.start
+        if _FILE_NOQA.match(token.string) and not source.line(row)[:column].strip():
+            exempt = True
+        match = _NOQA.search(token.string)
+        if match:
+            base = source.offset(row, column)
+            codes = tuple(c.upper() for c in re.split(r"[\s,]+", match.group("codes"))) if match.group("codes") else None
+            alone = match.start() == 0 and match.end() == len(token.string.rstrip())
+            noqa[row] = Noqa(row, base + match.start(), base + match.end(), codes, base, alone)
+    return Comments(noqa, exempt, frozenset(string_rows))
+
+
+def suppressing(found: Comments, code: str, rows: Sequence[int]) -> Optional[int]:
+    """The row whose `# noqa` suppresses `code`, among the reported statement's first and last rows."""
+    for row in rows:
+        directive = found.noqa.get(row)
+        if directive is not None and (directive.codes is None or code in directive.codes):
             return row
     return None
+
+
+def unused_codes(found: Comments, used: Iterable[Tuple[int, str]], enabled: Iterable[str], known: Iterable[str]) -> List[Tuple[Noqa, Tuple[str, ...]]]:
+    """steplint codes in `# noqa: ...` lists that suppressed nothing (other tools' codes are theirs)."""
+    used, enabled, known = set(used), set(enabled), set(known)
+    result = []
+    for row, directive in sorted(found.noqa.items()):
+        if directive.codes is None:
+            continue
+        unused = tuple(
+            c for c in directive.codes if c.startswith(PREFIX) and (c not in known or (c in enabled and (row, c) not in used))
+        )
+        if unused:
+            result.append((directive, unused))
+    return result
+
+
+def removal_edit(source: Source, directive: Noqa, unused: Tuple[str, ...]) -> Edit:
+    """Drop unused codes from a noqa list, or the whole directive when none stays."""
+    kept = [c for c in directive.codes or () if c not in unused]
+    if kept:
+        return Edit(directive.start, directive.end, "# noqa: " + ", ".join(kept))
+    if directive.comment_alone:
+        start = directive.comment_start
+        line_start = source.line_starts[directive.row - 1]
+        while start > line_start and source.text[start - 1] in " \t":
+            start -= 1
+        return Edit(start, directive.end, "")
+    return Edit(directive.start, directive.end, "")
+
+
+def add_noqa_edits(source: Source, found: Comments, codes_by_row: Dict[int, List[str]]) -> List[Edit]:
+    """`# noqa: CODE` at the end of each row, or the code appended to the row's noqa list."""
+    edits = []
+    for row, codes in sorted(codes_by_row.items()):
+        directive = found.noqa.get(row)
+        if directive is not None and directive.codes is None:
+            continue
+        missing = sorted(set(codes) - set(directive.codes if directive else ()))
+        if not missing:
+            continue
+        if directive is not None:
+            edits.append(Edit(directive.start, directive.end, "# noqa: " + ", ".join(list(directive.codes or ()) + missing)))
+        else:
+            end = source.line_end(row)
+            edits.append(Edit(end, end, "  # noqa: " + ", ".join(missing)))
+    return edits
 
 
 def intent_basis(source: Source, rows: Sequence[int]) -> Optional[str]:
     """The schedule basis declared on a scheduler call: `# steplint: schedule=tokens`."""
     for row in rows:
-        comment = _comment(source.line(row))
-        match = _INTENT.search(comment) if comment else None
+        line = source.line(row)
+        index = line.find("#")
+        match = _INTENT.search(line[index:]) if index >= 0 else None
         if match and match.group("basis") in BASES:
             return match.group("basis")
     return None

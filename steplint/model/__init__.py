@@ -234,6 +234,16 @@ class ModuleModel:
         where = self.positions[node]
         return where.start.line, where.end.line
 
+    def statement_rows(self, node: cst.CSTNode) -> tuple:
+        """First and last rows of the statement (or condition) that holds a node."""
+        start, end = self.span(node)
+        best = None
+        for small, _ in self.structure.statements:
+            s, e = self.span(small)
+            if s <= start and end <= e and (best is None or e - s < best[1] - best[0]):
+                best = (s, e, small)
+        return self.rows(best[2]) if best else self.rows(node)
+
     def text(self, node: cst.CSTNode) -> str:
         start, end = self.span(node)
         return self.source.text[start:end]
@@ -299,7 +309,7 @@ def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
     positions = wrapper.resolve(PositionProvider)
     imports = ImportMap(module)
     structure = walk_module(module)
-    roles = RoleTable(imports, structure)
+    roles = RoleTable(imports, structure, settings.role_names())
     helpers = _helper_names(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, bool(helpers), settings)
     model.events = collect_events(structure, roles, helpers)

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Optional, Tuple
 import libcst as cst
 
 from steplint.model.structure import Scope, Structure
-from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional
+from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, walk_expressions
 
 OPTIMIZER = "optimizer"
 SCALER = "scaler"  # GradScaler-like: scale(), step(opt), update()
@@ -77,9 +77,10 @@ def optimizer_named(name: str) -> bool:
 class RoleTable:
     """Roles keyed by a reference in its scope: a local, a global, or `self.attr` of a class."""
 
-    def __init__(self, imports: ImportMap, structure: Structure) -> None:
+    def __init__(self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None) -> None:
         self.imports = imports
         self.structure = structure
+        self.declared = declared or {}  # names the configuration says hold a role
         self.roles: Dict[str, Role] = {}
         self.foreign: set = set()
         self._functions = {s.name: s for s in structure.scopes}
@@ -135,6 +136,8 @@ class RoleTable:
         for scope in self.structure.scopes:
             for param in scope.params:
                 self._set(self.key(param.name, scope), self._annotation_role(param.annotation, scope))
+        if self.declared:
+            self._declared_roles()
         for _ in range(4):  # flow through assignments and calls converges in a few rounds
             changed = False
             for node, site in self.structure.statements:
@@ -144,6 +147,17 @@ class RoleTable:
                 changed |= self._call_flow(call, site.scope)
             if not changed:
                 break
+
+    def _declared_roles(self) -> None:
+        """`[tool.steplint.roles] scheduler = ["warmup_policy"]`: as strong as an annotation."""
+        for node, site in self.structure.statements:
+            for sub in walk_expressions(node):
+                text = dotted(sub) if isinstance(sub, (cst.Name, cst.Attribute)) else None
+                if text is None:
+                    continue
+                for kind, names in self.declared.items():
+                    if text in names or text.split(".")[-1] in names:
+                        self._set(self.key(sub, site.scope), Role(kind, ANNOTATION))
 
     def _annotation_role(self, annotation: Optional[cst.Annotation], scope: Scope) -> Optional[Role]:
         if annotation is None:
