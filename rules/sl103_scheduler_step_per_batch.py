@@ -38,9 +38,9 @@ The fix moves the statement to the end of the window block. Safe for a scheduler
 is unsafe when the counter also ends the run or names checkpoints: those then count windows.
 """
 
-from steplint.fixes import SAFE, UNSAFE, Edit, Fix
+from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT, SCHEDULER_STEP
-from steplint.rewrite import after_statement, lone_statement, move_to
+from steplint.rewrite import move_into_window
 from steplint.rule import Finding, rule
 
 
@@ -62,24 +62,4 @@ def check(model):
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
         boundary = model.window(update.site)
         message = f"`{name}` advances every batch, but the optimizer updates once per window (`{model.text(boundary.test)}`)"
-        yield Finding(event.node, message, _into_window(model, event, boundary, name, applicability))
-
-
-def _into_window(model, event, boundary, name, applicability):
-    """Move the statement to the end of the `if <window boundary>:` block beside it."""
-    statement = lone_statement(model, event.site)
-    window = boundary.statement
-    block, _ = event.site.trail[-1]
-    if statement is None or boundary.early_exit or boundary.negated or window not in block.statements:
-        return None
-    title = f"Move `{name}` into the window block"
-    body = window.body.body
-    following = block.statements[block.index(window) + 1] if block.index(window) + 1 < len(block.statements) else None
-    if following is statement and window.orelse is None:
-        start, _ = model.span(statement.body[0])
-        return Fix(title, applicability, (Edit(start, start, window.body.indent or model.module.default_indent),))
-    offset = after_statement(model, body[-1])
-    if offset is None:
-        return None
-    indent = model.source.indentation(model.rows(body[-1])[0])
-    return Fix(title, applicability, tuple(move_to(model, statement, offset, indent)))
+        yield Finding(event.node, message, move_into_window(model, event, boundary, f"Move `{name}` into the window block", applicability))

@@ -85,7 +85,8 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
         return next((n for n in _COMMITTED_NAMES if n not in taken), None)
-    if update.strategy == "accelerate" and update.role and update.role.accelerator:
+    if update.strategy == "accelerate" and update.role and update.role.accelerator and not update.role.fused:
+        # (accelerate's flag is blind to a fused optimizer's skips: SL106 reports those)
         if model.roles.is_(cst.parse_expression(update.role.accelerator), scope, ACCELERATOR):
             return f"not {update.role.accelerator}.optimizer_step_was_skipped"
     if update.strategy == "deepspeed":
@@ -212,3 +213,43 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
 
 def _is_import(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+
+
+def move_into_window(model: ModuleModel, event: Event, boundary, title: str, applicability: str) -> Optional[Fix]:
+    """Move a statement to the end of the `if <window boundary>:` block beside it."""
+    statement = lone_statement(model, event.site)
+    window = boundary.statement
+    block, _ = event.site.trail[-1]
+    if statement is None or boundary.early_exit or boundary.negated or window not in block.statements:
+        return None
+    body = window.body.body
+    index = block.index(window)
+    following = block.statements[index + 1] if index + 1 < len(block.statements) else None
+    if following is statement and window.orelse is None:
+        start, _ = model.span(statement.body[0])
+        return Fix(title, applicability, (Edit(start, start, window.body.indent or model.module.default_indent),))
+    offset = after_statement(model, body[-1])
+    if offset is None:
+        return None
+    indent = model.source.indentation(model.rows(body[-1])[0])
+    return Fix(title, applicability, tuple(move_to(model, statement, offset, indent)))
+
+
+def insert_before(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
+    """A new line, at the statement's indentation, just before it."""
+    statement = lone_statement(model, site)
+    if statement is None:
+        return None
+    start, _ = model.span(statement.body[0])
+    indent = model.source.indentation(model.rows(statement)[0])
+    return Edit(start, start, f"{line}{model.source.newline}{indent}")
+
+
+def insert_after(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
+    """A new line, at the statement's indentation, just after it."""
+    statement = lone_statement(model, site)
+    offset = after_statement(model, statement) if statement is not None else None
+    if offset is None:
+        return None
+    indent = model.source.indentation(model.rows(statement)[0])
+    return Edit(offset, offset, f"{indent}{line}{model.source.newline}")

@@ -135,3 +135,25 @@ def test_committed_step_without_skips_and_disabled_scaler():
         assert committed_step(scaler, optimizer) is True
         scaler.update()
         optimizer.zero_grad()
+
+
+def _clip_run(module, max_norm):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    reference = torch.nn.Linear(4, 1)
+    reference.load_state_dict(model.state_dict())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [torch.randn(8, 4) * 10 for _ in range(3)]
+    # the unscaled gradient norm of the first batch, computed in fp32 without a scaler
+    reference(batches[0]).pow(2).mean().backward()
+    expected = float(torch.nn.utils.clip_grad_norm_(reference.parameters(), float("inf")))
+    norms = module.train(model, optimizer, torch.amp.GradScaler("cpu"), batches, max_norm)
+    return norms[0], expected, model
+
+
+@pytest.mark.runtime
+def test_clip_fix_clips_the_unscaled_gradients(tmp_path):
+    before, expected, _ = _clip_run(load(LOOPS / "clip_loop.py"), max_norm=1.0)
+    assert before == pytest.approx(expected * 65536.0, rel=1e-4)  # clipped the scaled norm
+    after, expected, _ = _clip_run(load(fixed_copy(tmp_path, "clip_loop.py")), max_norm=1.0)
+    assert after == pytest.approx(expected, rel=1e-5)

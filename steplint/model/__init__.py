@@ -10,6 +10,13 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from steplint.model.events import (
     CHECKPOINT_SAVE,
+    CLIP,
+    SCALED_BACKWARD,
+    SKIP_FLAG_READ,
+    STEP_HOOK,
+    STEP_WRAPPER,
+    UNSCALE,
+    ZERO_GRAD,
     COMMITTED_STEP,
     COUNTER_INCREMENT,
     EARLY_EXIT,
@@ -35,6 +42,7 @@ __all__ = [
     "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
     "SKIPPABLE_STEP", "OPTIMIZER_STEP", "SCHEDULER_STEP", "SCALER_UPDATE", "SCALE_READ", "COUNTER_INCREMENT",
     "CHECKPOINT_SAVE", "EVALUATION", "COMMIT_GATE", "GUESSED_GATE", "WINDOW_BOUNDARY", "COMMITTED_STEP",
+    "SCALED_BACKWARD", "UNSCALE", "CLIP", "ZERO_GRAD", "STEP_HOOK", "STEP_WRAPPER", "SKIP_FLAG_READ",
 ]
 
 STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
@@ -142,6 +150,17 @@ class ModuleModel:
             if self.window(update.site) is not None and not self.same_window(update.site, event.site):
                 return update
         return None
+
+    def covers(self, later: Site, earlier: Site) -> bool:
+        """`later` runs on every path through `earlier` (after it): no condition or early exit of its own."""
+        own = {(id(g.test), g.negated) for g in earlier.guards}
+        return self.same_iteration(later, earlier) and later.order > earlier.order and all(
+            (id(g.test), g.negated) in own for g in later.guards
+        )
+
+    def same_object(self, a: Event, b: Event) -> bool:
+        """Two events on one object (the same scaler or optimizer), by its key in their scopes."""
+        return a.subject is not None and b.subject is not None and self.roles.key(a.subject, a.site.scope) == self.roles.key(b.subject, b.site.scope)
 
     def order_of_expression(self, expr: cst.CSTNode) -> Optional[int]:
         """Program order of the statement or condition that holds an expression."""

@@ -8,9 +8,9 @@ from typing import List, Optional
 
 import libcst as cst
 
-from steplint.model.roles import ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
+from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
-from steplint.model.syntax import dotted, last_name, positional
+from steplint.model.syntax import dotted, last_name, positional, walk_expressions
 
 SKIPPABLE_STEP = "skippable-step"  # an attempted update the framework may skip
 OPTIMIZER_STEP = "optimizer-step"  # a plain optimizer.step(): always commits
@@ -21,6 +21,19 @@ COUNTER_INCREMENT = "counter-increment"  # n += 1
 CHECKPOINT_SAVE = "checkpoint-save"
 EVALUATION = "evaluation"
 EARLY_EXIT = "early-exit"  # break / return: what guards it is a loop stop
+SCALED_BACKWARD = "scaled-backward"  # scaler.scale(loss).backward()
+UNSCALE = "unscale"  # scaler.unscale_(optimizer)
+CLIP = "clip"  # torch.nn.utils.clip_grad_norm_ / clip_grad_value_
+ZERO_GRAD = "zero-grad"  # optimizer.zero_grad()
+STEP_HOOK = "step-hook"  # optimizer.register_step_post_hook(fn)
+STEP_WRAPPER = "step-wrapper"  # optimizer.step = wrapper(optimizer.step)
+SKIP_FLAG_READ = "skip-flag-read"  # accelerator.optimizer_step_was_skipped
+
+CLIP_FUNCTIONS = {
+    f"torch.nn.utils.{module}{name}"
+    for module in ("", "clip_grad.")
+    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
+}
 
 CALL = "call"  # strategy of a call to a function of the module that makes one skippable update
 COMMITTED_STEP = "committed_step"  # the helper steplint's fix adds (or imports from steplint.runtime)
@@ -70,7 +83,16 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
                         event.gate_var = target.value
         elif isinstance(node, (cst.Break, cst.Return)):
             events.append(Event(EARLY_EXIT, node, site))
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Attribute) and target.attr.value == "step" and roles.is_(target.value, site.scope, OPTIMIZER):
+                events.append(Event(STEP_WRAPPER, node, site, subject=target.value, role=roles.of(target.value, site.scope)))
+        for sub in walk_expressions(node):
+            if isinstance(sub, cst.Attribute) and sub.attr.value == "optimizer_step_was_skipped" and roles.is_(sub.value, site.scope, ACCELERATOR):
+                events.append(Event(SKIP_FLAG_READ, sub, site, subject=sub.value))
     events.extend(_updating_calls(structure, roles, events))
+    # The helper steplint adds is correct by construction: its inside is not training code to check.
+    events = [e for e in events if not (e.site.scope.name in helper_names and e.site.scope.class_name is None)]
     events.sort(key=lambda e: e.order)
     return events
 
@@ -105,7 +127,7 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
     func = call.func
     args = positional(call)
     if _is_helper_call(call, helper_names) and len(args) == 2:
-        return Event(SKIPPABLE_STEP, call, site, subject=args[0], optimizer=args[1], strategy=SCALER)
+        return Event(SKIPPABLE_STEP, call, site, subject=args[0], role=roles.of(args[0], site.scope), optimizer=args[1], strategy=SCALER)
     if isinstance(func, cst.Attribute):
         obj, method = func.value, func.attr.value
         role = roles.of(obj, scope)
@@ -126,6 +148,16 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
                 return Event(SCHEDULER_STEP, call, site, obj, role, explicit_position=bool(call.args))
         if method == "step_update" and kind == SCHEDULER:
             return Event(SCHEDULER_STEP, call, site, obj, role, explicit_position=True)
+        if method == "backward" and isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute) and obj.func.attr.value == "scale":
+            scaler = obj.func.value
+            if roles.is_(scaler, scope, SCALER):
+                return Event(SCALED_BACKWARD, call, site, scaler, roles.of(scaler, scope))
+        if method == "unscale_" and kind == SCALER and args:
+            return Event(UNSCALE, call, site, obj, role, optimizer=args[0])
+        if method == "zero_grad" and kind == OPTIMIZER:
+            return Event(ZERO_GRAD, call, site, obj, role, optimizer=obj)
+        if method == "register_step_post_hook" and kind == OPTIMIZER:
+            return Event(STEP_HOOK, call, site, obj, role, optimizer=obj)
         if method == "update" and kind == SCALER:
             return Event(SCALER_UPDATE, call, site, obj, role)
         if method == "get_scale" and kind == SCALER:
@@ -136,7 +168,10 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
     if isinstance(func, (cst.Name, cst.Attribute)):
         if roles.is_(func, scope, LOSS_SCALER) and len(args) >= 2:
             return Event(SKIPPABLE_STEP, call, site, func, roles.of(func, scope), optimizer=args[1], strategy=LOSS_SCALER)
-        if _SAVE_CALL.search(name) or roles.qualified(func, scope) == "torch.save":
+        qualified = roles.qualified(func, scope)
+        if qualified in CLIP_FUNCTIONS and args:
+            return Event(CLIP, call, site, args[0])
+        if _SAVE_CALL.search(name) or qualified == "torch.save":
             return Event(CHECKPOINT_SAVE, call, site, func)
         if _EVAL_CALL.search(name):
             return Event(EVALUATION, call, site, func)

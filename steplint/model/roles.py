@@ -180,6 +180,11 @@ class RoleTable:
 
     def constructed(self, call: cst.Call, scope: Scope) -> Optional[Role]:
         """The role of the object a call builds, judged by the import-resolved callee."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name and scope.class_name:
+            # Lightning manual optimization: self.optimizers(), self.lr_schedulers()
+            kind = {"optimizers": OPTIMIZER, "lr_schedulers": SCHEDULER}.get(func.attr.value)
+            return Role(kind, USE) if kind else None
         qualified = self.qualified(call.func, scope)
         if qualified is None:
             return None
@@ -266,6 +271,11 @@ class RoleTable:
             yield elements[0], Role(SCHEDULER, CONSTRUCTOR)
             return
         if elements is not None:
+            built = self.constructed(call, scope) if call is not None else None
+            if built is not None and built.evidence == USE:  # `opt_g, opt_d = self.optimizers()`
+                for out in elements:
+                    yield out, built
+                return
             if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
                 for out, v in zip(elements, value.elements):
                     yield out, self.value_role(v.value, scope)

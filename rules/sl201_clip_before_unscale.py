@@ -1,0 +1,59 @@
+"""## What it does
+Finds gradient clipping (`clip_grad_norm_`, `clip_grad_value_`, in any import form) of gradients
+that `scaler.scale(loss).backward()` produced, before `scaler.unscale_(optimizer)` in the same step.
+
+## Why is this bad?
+The gradients are still multiplied by the loss scale (65,536 at the start). Clipping them to a norm
+of 1.0 clips a norm of 1.4e5 instead of 2.1: the update shrinks by four orders of magnitude, and
+`clip_grad_norm_` returns, and your logs show, the scaled norm. Nothing fails.
+
+## Example
+```python
+scaler.scale(loss).backward()
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+scaler.step(optimizer)
+scaler.update()
+```
+
+## Use instead
+```python
+scaler.scale(loss).backward()
+scaler.unscale_(optimizer)
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+scaler.step(optimizer)
+scaler.update()
+```
+
+Silent for `accelerator.clip_grad_norm_` (it unscales), apex's `amp.master_params`, and timm-style
+`loss_scaler(loss, optimizer, clip_grad=...)`, which unscale before they clip.
+
+## Fix safety
+Safe: `scaler.unscale_(optimizer)` is inserted before the clip; `scaler.step` then does not unscale
+again.
+
+## References
+- [Working with unscaled gradients](https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-unscaled-gradients)
+"""
+
+from steplint.fixes import SAFE, Fix
+from steplint.model import CLIP, SCALED_BACKWARD, SKIPPABLE_STEP, UNSCALE
+from steplint.model.roles import SCALER
+from steplint.rewrite import insert_before
+from steplint.rule import Finding, rule
+
+
+@rule("SL201", "clip-before-unscale", "Gradients clipped while still scaled by the GradScaler", fix=SAFE)
+def check(model):
+    for clip in model.of_kind(CLIP):
+        scaled = [b for b in model.in_iteration(clip, SCALED_BACKWARD) if b.order < clip.order]
+        steps = [s for s in model.in_iteration(clip, SKIPPABLE_STEP) if s.order > clip.order and s.strategy == SCALER]
+        if not scaled or not steps:
+            continue
+        update = steps[0]
+        unscaled = [u for u in model.in_iteration(clip, UNSCALE) if scaled[-1].order < u.order < clip.order]
+        if unscaled:
+            continue
+        line = f"{model.text(update.subject)}.unscale_({model.text(update.optimizer)})"
+        edit = insert_before(model, clip.site, line)
+        fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
+        yield Finding(clip.node, f"Clipping gradients that are still multiplied by the loss scale; call `{line}` first", fix)

@@ -1,0 +1,52 @@
+"""## What it does
+Finds `optimizer.step()` called directly on an optimizer whose loss went through
+`scaler.scale(loss).backward()`.
+
+## Why is this bad?
+The gradients are multiplied by the loss scale and may hold inf/NaN. `optimizer.step()` applies them
+as they are: a learning rate effectively 65,536 times too large, or parameters turned to NaN on the
+first overflow. Only `scaler.step(optimizer)` unscales the gradients and skips non-finite updates.
+
+## Example
+```python
+scaler.scale(loss).backward()
+optimizer.step()
+scaler.update()
+```
+
+## Use instead
+```python
+scaler.scale(loss).backward()
+scaler.step(optimizer)
+scaler.update()
+```
+
+Silent when the plain step is on another branch than the scaled backward
+(`if use_amp: ... else: loss.backward(); optimizer.step()`), and for optimizers that accelerate or
+DeepSpeed wrap.
+
+## Fix safety
+Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code already assumes.
+
+## References
+- [Typical mixed precision training](https://pytorch.org/docs/stable/notes/amp_examples.html#typical-mixed-precision-training)
+"""
+
+from steplint.fixes import SAFE, Edit, Fix
+from steplint.model import OPTIMIZER_STEP, SCALED_BACKWARD
+from steplint.rule import Finding, rule
+
+
+@rule("SL203", "optimizer-step-bypasses-scaler", "`optimizer.step()` on gradients scaled by a GradScaler", fix=SAFE)
+def check(model):
+    for step in model.of_kind(OPTIMIZER_STEP):
+        if step.role is None or step.role.prepared or step.role.engine_owned or step.strategy is not None:
+            continue
+        scaled = [b for b in model.in_iteration(step, SCALED_BACKWARD) if b.order < step.order and b.role.enabled is not False]
+        if not scaled:
+            continue
+        scaler = model.text(scaled[-1].subject)
+        optimizer = model.text(step.subject)
+        start, end = model.span(step.node)
+        fix = Fix(f"Use `{scaler}.step({optimizer})`", SAFE, (Edit(start, end, f"{scaler}.step({optimizer})"),))
+        yield Finding(step.node, f"`{optimizer}.step()` applies gradients that `{scaler}` scaled, inf/NaN included; use `{scaler}.step({optimizer})`", fix)

@@ -1,0 +1,62 @@
+"""## What it does
+Under gradient accumulation, finds `scaler.update()` that runs every batch while `scaler.step()` runs
+once per window, and `scaler.step()` that runs every batch while the gradients are cleared once per
+window.
+
+## Why is this bad?
+`update()` between steps raises `No inf checks were recorded` on the next batch without a step, or,
+when it does not, adjusts the scale on micro-batches no step looked at. `scaler.step` per
+micro-batch unscales the accumulated gradients again and again: each window's gradients are divided
+by the scale several times over, and the update is silently wrong.
+
+## Example
+```python
+scaler.scale(loss / accum).backward()
+if (i + 1) % accum == 0:
+    scaler.step(optimizer)
+    optimizer.zero_grad()
+scaler.update()
+```
+
+## Use instead
+```python
+scaler.scale(loss / accum).backward()
+if (i + 1) % accum == 0:
+    scaler.step(optimizer)
+    optimizer.zero_grad()
+    scaler.update()
+```
+
+## Fix safety
+Safe for a per-batch `update()`: it moves to the end of the window block. No fix for a per-batch
+`scaler.step`, whose place depends on how the window was meant.
+
+## References
+- [Gradient accumulation](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
+"""
+
+from steplint.fixes import SAFE
+from steplint.model import SCALER_UPDATE, SKIPPABLE_STEP, ZERO_GRAD
+from steplint.model.roles import SCALER
+from steplint.rewrite import move_into_window
+from steplint.rule import Finding, rule
+
+
+@rule("SL204", "scaler-per-batch-under-accumulation", "GradScaler stepped or updated every batch under gradient accumulation", fix="sometimes")
+def check(model):
+    steps = [s for s in model.of_kind(SKIPPABLE_STEP) if s.strategy == SCALER and s.role is not None]
+    for update in model.of_kind(SCALER_UPDATE):
+        windowed = [s for s in model.in_iteration(update, SKIPPABLE_STEP) if s in steps and model.same_object(s, update) and model.window(s.site)]
+        if not windowed or model.same_window(windowed[0].site, update.site):
+            continue
+        boundary = model.window(windowed[0].site)
+        scaler = model.text(update.subject)
+        fix = move_into_window(model, update, boundary, f"Move `{scaler}.update()` into the window block", SAFE)
+        yield Finding(update.node, f"`{scaler}.update()` runs every batch, but `{scaler}.step` once per window (`{model.text(boundary.test)}`)", fix)
+    for step in steps:
+        if model.window(step.site) is not None:
+            continue
+        cleared = [z for z in model.in_iteration(step, ZERO_GRAD) if model.window(z.site) is not None]
+        if cleared:
+            boundary = model.window(cleared[0].site)
+            yield Finding(step.node, f"`{model.text(step.node)}` runs every batch while gradients accumulate until `{model.text(boundary.test)}`: it unscales the accumulated gradients again each time")
