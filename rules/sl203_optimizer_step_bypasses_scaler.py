@@ -22,8 +22,9 @@ scaler.update()
 ```
 
 Silent when the plain step is on another branch than the scaled backward
-(`if use_amp: ... else: loss.backward(); optimizer.step()`), and for optimizers that accelerate or
-DeepSpeed wrap.
+(`if use_amp: ... else: loss.backward(); optimizer.step()`), for optimizers that accelerate or
+DeepSpeed wrap, and for optimizers handed through a library we do not know
+(`model, optimizer = msamp.initialize(model, optimizer)`), which may unscale by themselves.
 
 ## Fix safety
 Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code already assumes.
@@ -42,6 +43,8 @@ def check(model):
     for step in model.of_kind(OPTIMIZER_STEP):
         if step.role is None or step.role.prepared or step.role.engine_owned or step.strategy is not None:
             continue
+        if model.roles.key(step.subject, step.site.scope) in model.roles.wrapped:
+            continue  # `model, optimizer = amp_library.initialize(model, optimizer)` may scale by itself
         scaled = [b for b in model.in_iteration(step, SCALED_BACKWARD) if b.order < step.order and b.role.enabled is not False]
         if not scaled:
             continue

@@ -83,6 +83,7 @@ class RoleTable:
         self.declared = declared or {}  # names the configuration says hold a role
         self.roles: Dict[str, Role] = {}
         self.foreign: set = set()
+        self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
         self._functions = {s.name: s for s in structure.scopes}
         self._infer()
 
@@ -239,8 +240,15 @@ class RoleTable:
                 key = self.key(element, scope)
                 if isinstance(value, cst.Call) and self._is_foreign(value, scope) and key:
                     self.foreign.add(key)
+                if isinstance(value, cst.Call) and role is None and key and self._rewraps(value, element, scope):
+                    self.wrapped.add(key)
                 changed |= self._set(key, role)
         return changed
+
+    def _rewraps(self, call: cst.Call, target: cst.BaseExpression, scope: Scope) -> bool:
+        """`model, optimizer = msamp.initialize(model, optimizer)`: an unknown call hands back its argument."""
+        text = dotted(target)
+        return text is not None and any(dotted(a.value) == text for a in call.args)
 
     def _unpack(self, target, value, scope) -> Iterable[Tuple[cst.BaseExpression, Optional[Role]]]:
         elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else None
@@ -279,6 +287,9 @@ class RoleTable:
             if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
                 for out, v in zip(elements, value.elements):
                     yield out, self.value_role(v.value, scope)
+            else:
+                for out in elements:
+                    yield out, None
             return
         role = self.value_role(value, scope)
         if role is None and call is not None and isinstance(target, (cst.Name, cst.Attribute)):
