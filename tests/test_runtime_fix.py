@@ -157,3 +157,51 @@ def test_clip_fix_clips_the_unscaled_gradients(tmp_path):
     assert before == pytest.approx(expected * 65536.0, rel=1e-4)  # clipped the scaled norm
     after, expected, _ = _clip_run(load(fixed_copy(tmp_path, "clip_loop.py")), max_norm=1.0)
     assert after == pytest.approx(expected, rel=1e-5)
+
+
+def _resume_run(module, path, *, interrupt: bool):
+    """12 batches, an overflow in batch 2; with `interrupt`, checkpoint after batch 6 and resume in
+    fresh objects. Returns the LR, loss scale and counter seen after each later batch."""
+    torch.manual_seed(0)
+    batches = [torch.randn(8, 4) for _ in range(12)]
+    seen = [0]
+
+    def build():
+        torch.manual_seed(1)
+        trainer = module.Trainer(torch.nn.Linear(4, 1))
+
+        def poison(grad):
+            seen[0] += 1
+            return torch.full_like(grad, float("inf")) if seen[0] == 3 else grad
+
+        trainer.model.weight.register_hook(poison)
+        return trainer
+
+    trainer = build()
+    trainer.train(batches[:6], max_updates=100)
+    if interrupt:
+        trainer.save(path)
+        trainer = build()
+        trainer.load(path)
+    after = []
+    for x in batches[6:]:
+        trainer.train([x], max_updates=100)
+        after.append((trainer.optimizer.param_groups[0]["lr"], trainer.scaler.get_scale(), trainer.global_step))
+    return after, [p.detach().clone() for p in trainer.model.parameters()]
+
+
+@pytest.mark.runtime
+def test_resume_fix_restores_schedule_scale_and_counter(tmp_path):
+    unfixed = load(LOOPS / "checkpoint_loop.py")
+    reference, reference_params = _resume_run(unfixed, tmp_path / "a.pt", interrupt=False)
+    resumed, _ = _resume_run(unfixed, tmp_path / "b.pt", interrupt=True)
+    assert [r[0] for r in resumed] != [r[0] for r in reference]  # the schedule restarted
+    assert [r[1] for r in resumed] != [r[1] for r in reference]  # so did the loss scale
+
+    fixed = load(fixed_copy(tmp_path, "checkpoint_loop.py"))
+    source = (tmp_path / "checkpoint_loop.py").read_text()
+    assert '"scheduler": self.scheduler.state_dict()' in source and 'self.scaler.load_state_dict(checkpoint["scaler"])' in source
+    reference, reference_params = _resume_run(fixed, tmp_path / "c.pt", interrupt=False)
+    resumed, resumed_params = _resume_run(fixed, tmp_path / "d.pt", interrupt=True)
+    assert resumed == reference
+    assert all(torch.equal(a, b) for a, b in zip(resumed_params, reference_params))

@@ -13,6 +13,7 @@ from steplint.model.events import (
     CLIP,
     SCALED_BACKWARD,
     SKIP_FLAG_READ,
+    STATE_LOAD,
     STEP_HOOK,
     STEP_WRAPPER,
     UNSCALE,
@@ -30,6 +31,7 @@ from steplint.model.events import (
     collect_events,
 )
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.checkpoints import Checkpoint, checkpoint_contents, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, walk_expressions
@@ -42,7 +44,7 @@ __all__ = [
     "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
     "SKIPPABLE_STEP", "OPTIMIZER_STEP", "SCHEDULER_STEP", "SCALER_UPDATE", "SCALE_READ", "COUNTER_INCREMENT",
     "CHECKPOINT_SAVE", "EVALUATION", "COMMIT_GATE", "GUESSED_GATE", "WINDOW_BOUNDARY", "COMMITTED_STEP",
-    "SCALED_BACKWARD", "UNSCALE", "CLIP", "ZERO_GRAD", "STEP_HOOK", "STEP_WRAPPER", "SKIP_FLAG_READ",
+    "SCALED_BACKWARD", "UNSCALE", "CLIP", "ZERO_GRAD", "STEP_HOOK", "STEP_WRAPPER", "SKIP_FLAG_READ", "STATE_LOAD", "Checkpoint",
 ]
 
 STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
@@ -161,6 +163,19 @@ class ModuleModel:
     def same_object(self, a: Event, b: Event) -> bool:
         """Two events on one object (the same scaler or optimizer), by its key in their scopes."""
         return a.subject is not None and b.subject is not None and self.roles.key(a.subject, a.site.scope) == self.roles.key(b.subject, b.site.scope)
+
+    def checkpoint(self, save: Event) -> Optional[Checkpoint]:
+        """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""
+        return checkpoint_contents(self, save)
+
+    def step_state(self, scope: Scope) -> dict:
+        """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""
+        return step_state(self, scope)
+
+    def visible(self, key: str, scope: Scope) -> bool:
+        """A role key that code in `scope` can name: its own, its class's, or a global."""
+        prefix = key.split(":", 1)[0]
+        return prefix == "<module>" or (prefix == f"class {scope.class_name}" and scope.class_name is not None) or prefix == scope.name
 
     def order_of_expression(self, expr: cst.CSTNode) -> Optional[int]:
         """Program order of the statement or condition that holds an expression."""

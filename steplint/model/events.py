@@ -28,6 +28,7 @@ ZERO_GRAD = "zero-grad"  # optimizer.zero_grad()
 STEP_HOOK = "step-hook"  # optimizer.register_step_post_hook(fn)
 STEP_WRAPPER = "step-wrapper"  # optimizer.step = wrapper(optimizer.step)
 SKIP_FLAG_READ = "skip-flag-read"  # accelerator.optimizer_step_was_skipped
+STATE_LOAD = "state-load"  # optimizer/scheduler/scaler.load_state_dict(...)
 
 CLIP_FUNCTIONS = {
     f"torch.nn.utils.{module}{name}"
@@ -156,6 +157,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             return Event(UNSCALE, call, site, obj, role, optimizer=args[0])
         if method == "zero_grad" and kind == OPTIMIZER:
             return Event(ZERO_GRAD, call, site, obj, role, optimizer=obj)
+        if method == "load_state_dict" and kind in (OPTIMIZER, SCHEDULER, SCALER) and args:
+            return Event(STATE_LOAD, call, site, obj, role)
         if method == "register_step_post_hook" and kind == OPTIMIZER:
             return Event(STEP_HOOK, call, site, obj, role, optimizer=obj)
         if method == "update" and kind == SCALER:

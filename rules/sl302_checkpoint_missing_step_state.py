@@ -1,0 +1,100 @@
+"""## What it does
+Finds a checkpoint that stores the model and optimizer but not the scheduler, the GradScaler or the
+update counter that the training code has, when its contents are visible: a dict literal given to
+`torch.save`, a dict built up key by key in the same function, or the literal that a `state_dict()`
+method of this module returns.
+
+## Why is this bad?
+A run resumed from it restarts what was left out. Without the scheduler's state, the schedule starts
+over, and a warmup chained onto the restored LR multiplied it again (4.6x the base LR, measured).
+Without the scaler's state the loss scale restarts at 65,536 and the first updates after every resume
+are skipped again. Without the counter, checkpoint names, evaluation cadence and the end of the run
+restart from zero.
+
+## Example
+```python
+torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+```
+
+## Use instead
+```python
+torch.save(
+    {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        "global_step": global_step,
+    },
+    path,
+)
+```
+
+Silent when the contents cannot be seen (a helper builds them), for `accelerator.save_state` (it
+saves every registered object), and when the LR is computed from a counter that is saved.
+
+## Fix safety
+Unsafe: the fix adds the missing entries, which changes the checkpoint's format; code that reads
+these files elsewhere may expect the old keys only.
+"""
+
+import libcst as cst
+
+from steplint.fixes import UNSAFE, Edit, Fix
+from steplint.model import CHECKPOINT_SAVE
+from steplint.rule import Finding, rule
+
+
+@rule("SL302", "checkpoint-missing-step-state", "Checkpoint omits the scheduler, scaler or update counter", fix=UNSAFE)
+def check(model):
+    for save in model.of_kind(CHECKPOINT_SAVE):
+        checkpoint = model.checkpoint(save)
+        if checkpoint is None or OPTIMIZER not in checkpoint.holds:
+            continue
+        state = model.step_state(save.site.scope)
+        missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
+        if not missing:
+            continue
+        names = [key.split(":", 1)[1] for _, key in missing]
+        listed = ", ".join(f"`{n}`" for n in names)
+        message = f"Checkpoint stores the optimizer but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
+        yield Finding(save.node, message, _add_entries(model, checkpoint, missing))
+
+
+OPTIMIZER = "optimizer"
+
+
+def _entry(kind, key):
+    text = key.split(":", 1)[1]
+    value = text if kind == "counter" else f"{text}.state_dict()"
+    return text.split(".")[-1], value
+
+
+def _add_entries(model, checkpoint, missing):
+    entries = [_entry(kind, key) for kind, key in missing]
+    if any(name in checkpoint.entries for name, _ in entries):
+        return None
+    title = "Add " + ", ".join(f'"{n}"' for n, _ in entries) + " to the checkpoint"
+    newline = model.source.newline
+    if checkpoint.name is not None:
+        start, _ = model.span(checkpoint.save.node)
+        first = model.rows(checkpoint.save.site.statement)[0]
+        indent = model.source.indentation(first)
+        if model.span(checkpoint.save.site.statement.body[0])[0] != start:
+            return None
+        text = "".join(f'{checkpoint.name}["{n}"] = {v}{newline}{indent}' for n, v in entries)
+        return Fix(title, UNSAFE, (Edit(start, start, text),))
+    node = checkpoint.dict_node
+    if node is None or not node.elements:
+        return None
+    last = node.elements[-1]
+    _, value_end = model.span(last.value)
+    has_comma = isinstance(last.comma, cst.Comma)
+    after = model.source.text.index(",", value_end) + 1 if has_comma else value_end
+    if model.rows(node)[0] == model.rows(last.value)[1]:
+        text = "".join(f' "{n}": {v},' for n, v in entries) if has_comma else "".join(f', "{n}": {v}' for n, v in entries)
+    else:
+        indent = model.source.indentation(model.rows(last.value)[0])
+        lines = [f'{indent}"{n}": {v}' for n, v in entries]
+        text = ("" if has_comma else ",") + "".join(newline + line + ("," if has_comma or i < len(lines) - 1 else "") for i, line in enumerate(lines))
+    return Fix(title, UNSAFE, (Edit(after, after, text),))

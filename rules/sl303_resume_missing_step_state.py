@@ -1,0 +1,91 @@
+"""## What it does
+Finds resume code that restores the optimizer but not the scheduler, the GradScaler or the update
+counter: the module never loads them, or it saves them in a checkpoint and never reads them back.
+
+## Why is this bad?
+The resumed run keeps the optimizer's moments but starts the schedule, the loss scale or the counter
+over: the LR jumps back to warmup (or, with a chained warmup built after the optimizer's state was
+loaded, multiplies the restored LR again), early skipped updates repeat after every resume, and the
+counter-driven cadence and end of the run restart.
+
+## Example
+```python
+checkpoint = torch.load(path)
+model.load_state_dict(checkpoint["model"])
+optimizer.load_state_dict(checkpoint["optimizer"])
+```
+
+## Use instead
+```python
+checkpoint = torch.load(path)
+model.load_state_dict(checkpoint["model"])
+optimizer.load_state_dict(checkpoint["optimizer"])
+scheduler.load_state_dict(checkpoint["scheduler"])
+scaler.load_state_dict(checkpoint["scaler"])
+global_step = checkpoint["global_step"]
+```
+
+## Fix safety
+Safe, where the module saves the missing state under a key: the fix reads it back right after the
+optimizer's state, from the same checkpoint. Where nothing saves it, there is no fix (SL302 adds it
+to the checkpoint first).
+"""
+
+import libcst as cst
+
+from steplint.fixes import SAFE, Fix
+from steplint.model import CHECKPOINT_SAVE, STATE_LOAD
+from steplint.model.roles import OPTIMIZER
+from steplint.model.syntax import walk_expressions
+from steplint.rewrite import insert_after
+from steplint.rule import Finding, rule
+
+
+@rule("SL303", "resume-missing-step-state", "Resume restores the optimizer but not the scheduler, scaler or counter", fix="sometimes")
+def check(model):
+    loads = model.of_kind(STATE_LOAD)
+    loaded = {model.roles.key(e.subject, e.site.scope) for e in loads}
+    saved = {}  # role key -> checkpoint key it is saved under
+    for save in model.of_kind(CHECKPOINT_SAVE):
+        checkpoint = model.checkpoint(save)
+        for name, value in (checkpoint.entries if checkpoint else {}).items():
+            for sub in walk_expressions(value):
+                if isinstance(sub, (cst.Name, cst.Attribute)):
+                    saved.setdefault(model.roles.key(sub, save.site.scope), name)
+    restored = _restored_names(model)
+    for load in loads:
+        if load.role.kind != OPTIMIZER:
+            continue
+        state = model.step_state(load.site.scope)
+        missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if key not in loaded]
+        missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
+        if not missing:
+            continue
+        listed = ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing)
+        message = f"Resume restores the optimizer but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
+        yield Finding(load.node, message, _restore(model, load, missing, saved))
+
+
+def _restored_names(model):
+    """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`."""
+    found = set()
+    for node, site in model.structure.statements:
+        if isinstance(node, cst.Assign) and any(isinstance(s, cst.Subscript) or (isinstance(s, cst.Call) and getattr(s.func, "attr", None) and s.func.attr.value == "get") for s in walk_expressions(node.value)):
+            for target in node.targets:
+                found.add(model.roles.key(target.target, site.scope))
+    return found
+
+
+def _restore(model, load, missing, saved):
+    argument = load.node.args[0].value
+    if not (isinstance(argument, cst.Subscript) and isinstance(argument.value, (cst.Name, cst.Attribute))):
+        return None
+    source = model.text(argument.value)
+    lines = []
+    for kind, key in missing:
+        if key not in saved:
+            return None
+        text = key.split(":", 1)[1]
+        lines.append(f'{text} = {source}["{saved[key]}"]' if kind == "counter" else f'{text}.load_state_dict({source}["{saved[key]}"])')
+    edit = insert_after(model, load.site, model.source.newline.join([lines[0]] + [model.source.indentation(model.rows(load.site.statement)[0]) + l for l in lines[1:]]))
+    return Fix("Restore " + ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing), SAFE, (edit,)) if edit else None

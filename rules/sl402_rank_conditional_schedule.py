@@ -1,0 +1,86 @@
+"""## What it does
+Finds a scheduler step, or an update counter that feeds the schedule or the end of the run, that
+advances only on some ranks: under `if rank == 0:`, `if accelerator.is_main_process:`,
+`if local_rank == 0:` and the like.
+
+## Why is this bad?
+Every rank holds its own scheduler and its own counter. Advancing them on rank 0 alone leaves the
+other ranks at their first learning rate: the ranks train with different LRs, their updates disagree
+after the all-reduce, and a run that stops on the counter hangs when rank 0 leaves the loop and the
+others wait in the next collective.
+
+## Example
+```python
+optimizer.step()
+if rank == 0:
+    scheduler.step()
+    print(f"lr {scheduler.get_last_lr()[0]:.2e}")
+```
+
+## Use instead
+```python
+optimizer.step()
+scheduler.step()
+if rank == 0:
+    print(f"lr {scheduler.get_last_lr()[0]:.2e}")
+```
+
+Logging, checkpointing and evaluation may stay on one rank; only the schedule state must advance
+everywhere.
+
+## Fix safety
+Safe: the statement moves out of the rank condition, to just before it when it comes first in the
+block, or just after it when it comes last; otherwise there is no fix.
+"""
+
+import libcst as cst
+
+from steplint.fixes import SAFE, Edit, Fix
+from steplint.model import COUNTER_INCREMENT, SCHEDULER_STEP
+from steplint.model.guards import RANK
+from steplint.rewrite import after_statement, lone_statement, move_to
+from steplint.rule import Finding, rule
+
+
+@rule("SL402", "rank-conditional-schedule", "Schedule state advances on some ranks only", fix="sometimes")
+def check(model):
+    for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
+        if event.kind == SCHEDULER_STEP and (event.role is None or event.role.engine_owned):
+            continue
+        if event.kind == COUNTER_INCREMENT and not model.counter_feeds(event) & {"schedule", "lr", "stop"}:
+            continue
+        ranks = model.guards_of_kind(event.site, RANK)
+        if not ranks:
+            continue
+        name = model.text(event.subject)
+        message = f"`{name}` advances only on the ranks where `{model.text(ranks[-1].test)}`; every rank must step its own schedule"
+        yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name))
+
+
+def _out_of_rank_block(model, event, guard, name):
+    statement = lone_statement(model, event.site)
+    condition = guard.statement
+    if statement is None or guard.early_exit or guard.negated or not isinstance(condition, cst.If) or condition.orelse is not None:
+        return None
+    if not isinstance(condition.body, cst.IndentedBlock) or statement not in condition.body.body:
+        return None
+    body = condition.body.body
+    title = f"Move `{name}` out of the rank condition"
+    indent = model.source.indentation(model.rows(condition)[0])
+    if len(body) == 1:
+        start, _ = model.span(condition)
+        line_start = model.source.line_starts[model.rows(condition)[0] - 1]
+        end = after_statement(model, condition)
+        header = model.source.text[model.span(condition.test)[1] : model.span(statement.body[0])[0]]
+        if end is None or model.source.text[line_start:start].strip() or "#" in header:
+            return None  # keep what is on the `if` line
+        first, last = model.rows(statement.body[0])
+        text = model.source.text[model.source.line_starts[first - 1] : end]
+        return Fix(title, SAFE, (Edit(line_start, end, indent + text.lstrip(" \t")),))
+    if statement is body[0]:
+        offset = model.source.line_starts[model.rows(condition)[0] - 1]
+    elif statement is body[-1]:
+        offset = after_statement(model, condition)
+    else:
+        return None
+    return Fix(title, SAFE, tuple(move_to(model, statement, offset, indent))) if offset is not None else None

@@ -1,0 +1,122 @@
+"""What a checkpoint stores, and which step state a run has that a checkpoint should store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, List, Optional
+
+import libcst as cst
+
+from steplint.model.events import COUNTER_INCREMENT, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
+from steplint.model.syntax import walk_expressions
+
+if TYPE_CHECKING:
+    from steplint.model import ModuleModel
+    from steplint.model.structure import Scope
+
+
+@dataclass
+class Checkpoint:
+    save: Event
+    entries: Dict[str, cst.BaseExpression]  # key -> stored value
+    dict_node: Optional[cst.Dict] = None  # the literal, when the contents are one
+    name: Optional[str] = None  # the variable filled key by key, when they are built up
+    holds: Dict[str, List[str]] = field(default_factory=dict)  # "optimizer"/"scheduler"/"scaler"/"counter" -> role keys
+
+
+def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
+    if not isinstance(save.node, cst.Call) or model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
+        return None
+    scope = save.site.scope
+    stored = save.node.args[0].value
+    if isinstance(stored, cst.Dict):
+        found = Checkpoint(save, _entries(stored), dict_node=stored)
+    elif isinstance(stored, cst.Name):
+        found = _built_up(model, save, stored.value)
+    elif isinstance(stored, cst.Call):
+        found = _from_state_dict_method(model, save, stored)
+    else:
+        found = None
+    if found is None:
+        return None
+    for value in found.entries.values():
+        for sub in walk_expressions(value):
+            if isinstance(sub, (cst.Name, cst.Attribute)):
+                key = model.roles.key(sub, scope)
+                role = model.roles.roles.get(key or "")
+                kind = role.kind if role else ("counter" if key in _counter_keys(model) else None)
+                if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
+                    found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
+    return found
+
+
+def _entries(node: cst.Dict) -> Optional[Dict[str, cst.BaseExpression]]:
+    entries = {}
+    for element in node.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None  # `**extra` or a computed key: the contents are not all visible
+        entries[element.key.evaluated_value] = element.value
+    return entries
+
+
+def _built_up(model: "ModuleModel", save: Event, name: str) -> Optional[Checkpoint]:
+    """`ckpt = {...}` then `ckpt["scheduler"] = ...` in the same function, before the save."""
+    entries: Optional[Dict[str, cst.BaseExpression]] = None
+    for node, site in model.structure.statements:
+        if site.scope is not save.site.scope or site.order >= save.order or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0].target
+        if isinstance(target, cst.Name) and target.value == name:
+            entries = _entries(node.value) if isinstance(node.value, cst.Dict) else None
+        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == name and entries is not None:
+            index = target.slice[0].slice if len(target.slice) == 1 else None
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                entries[index.value.evaluated_value] = node.value
+            else:
+                entries = None
+    return Checkpoint(save, entries, name=name) if entries is not None else None
+
+
+def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -> Optional[Checkpoint]:
+    """`torch.save(self.state_dict(), path)` with a `state_dict` of this module returning a literal."""
+    if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "state_dict":
+        return None
+    method = model.roles.callee(call.func, save.site.scope)
+    if method is None:
+        return None
+    for node, site in model.structure.statements:
+        if site.scope is method and isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
+            entries = _entries(node.value)
+            return Checkpoint(save, entries, dict_node=node.value) if entries is not None else None
+    return None
+
+
+def _counter_keys(model: "ModuleModel") -> set:
+    keys = set()
+    for event in model.of_kind(COUNTER_INCREMENT):
+        if model.counter_feeds(event) & {"schedule", "lr", "stop", "checkpoint"}:
+            keys.add(model.roles.key(event.subject, event.site.scope))
+    return keys
+
+
+def step_state(model: "ModuleModel", scope: "Scope") -> Dict[str, List[str]]:
+    """Schedulers the code steps, scalers that may skip, and update counters that feed something,
+    that code in `scope` can name."""
+    state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": []}
+    for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD):
+        key = model.roles.key(event.subject, event.site.scope) if event.subject is not None else None
+        role = event.role
+        if key is None or role is None or not model.visible(key, scope):
+            continue
+        if event.kind == SCHEDULER_STEP and role.kind == SCHEDULER and not (role.prepared or role.engine_owned):
+            kind = "scheduler"
+        elif role.kind == SCALER and role.enabled is not False:
+            kind = "scaler"
+        else:
+            continue
+        if key not in state[kind]:
+            state[kind].append(key)
+    state["counter"] = [k for k in sorted(_counter_keys(model)) if k and model.visible(k, scope)]
+    return state
+
