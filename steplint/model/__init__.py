@@ -14,6 +14,8 @@ from steplint.model.events import (
     SCALED_BACKWARD,
     SKIP_FLAG_READ,
     STATE_LOAD,
+    LOG,
+    COLLECTIVE,
     STEP_HOOK,
     STEP_WRAPPER,
     UNSCALE,
@@ -44,7 +46,7 @@ __all__ = [
     "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
     "SKIPPABLE_STEP", "OPTIMIZER_STEP", "SCHEDULER_STEP", "SCALER_UPDATE", "SCALE_READ", "COUNTER_INCREMENT",
     "CHECKPOINT_SAVE", "EVALUATION", "COMMIT_GATE", "GUESSED_GATE", "WINDOW_BOUNDARY", "COMMITTED_STEP",
-    "SCALED_BACKWARD", "UNSCALE", "CLIP", "ZERO_GRAD", "STEP_HOOK", "STEP_WRAPPER", "SKIP_FLAG_READ", "STATE_LOAD", "Checkpoint",
+    "SCALED_BACKWARD", "UNSCALE", "CLIP", "ZERO_GRAD", "STEP_HOOK", "STEP_WRAPPER", "SKIP_FLAG_READ", "STATE_LOAD", "Checkpoint", "LOG", "COLLECTIVE",
 ]
 
 STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
@@ -163,6 +165,28 @@ class ModuleModel:
     def same_object(self, a: Event, b: Event) -> bool:
         """Two events on one object (the same scaler or optimizer), by its key in their scopes."""
         return a.subject is not None and b.subject is not None and self.roles.key(a.subject, a.site.scope) == self.roles.key(b.subject, b.site.scope)
+
+    def batch_indices(self, loop, counters: bool = True) -> Set[str]:
+        """Keys that count the batches of a loop: `i` of `for i, batch in enumerate(loader)`, and
+        (with `counters`) counters advanced every batch, under no window boundary, in it."""
+        keys: Set[str] = set()
+        for node, site in self.structure.for_loops:
+            if node is loop and isinstance(node.iter, cst.Call) and getattr(node.iter.func, "value", None) == "enumerate":
+                if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
+                    keys.add(self.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
+        for increment in self.of_kind(COUNTER_INCREMENT) if counters else ():
+            if increment.site.loop is loop and self.window(increment.site) is None and not self.gated(increment.site):
+                keys.add(self.roles.key(increment.subject, increment.site.scope))  # type: ignore[arg-type]
+        return keys
+
+    def windowed_counters(self, update: Event) -> Set[str]:
+        """Counters advanced under the update's window boundary: they count windows (update attempts)."""
+        boundary = self.window(update.site)
+        return {
+            self.roles.key(i.subject, i.site.scope)  # type: ignore[misc]
+            for i in self.of_kind(COUNTER_INCREMENT)
+            if boundary is not None and self.same_iteration(i.site, update.site) and self.same_window(update.site, i.site)
+        }
 
     def checkpoint(self, save: Event) -> Optional[Checkpoint]:
         """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""

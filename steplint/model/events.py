@@ -29,6 +29,11 @@ STEP_HOOK = "step-hook"  # optimizer.register_step_post_hook(fn)
 STEP_WRAPPER = "step-wrapper"  # optimizer.step = wrapper(optimizer.step)
 SKIP_FLAG_READ = "skip-flag-read"  # accelerator.optimizer_step_was_skipped
 STATE_LOAD = "state-load"  # optimizer/scheduler/scaler.load_state_dict(...)
+LOG = "log"  # print(...), logger.info(...), writer.add_scalar(...), wandb.log(...)
+COLLECTIVE = "collective"  # dist.all_reduce(x), accelerator.gather(x) / reduce(x)
+
+_LOG_CALLS = {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "log_dict", "log_metrics", "set_postfix"}
+_COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "gather", "gather_for_metrics", "all_gather_into_tensor"}
 
 CLIP_FUNCTIONS = {
     f"torch.nn.utils.{module}{name}"
@@ -178,6 +183,10 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             return Event(CHECKPOINT_SAVE, call, site, func)
         if _EVAL_CALL.search(name):
             return Event(EVALUATION, call, site, func)
+        if name in _COLLECTIVES:
+            return Event(COLLECTIVE, call, site, func)
+        if name in _LOG_CALLS:
+            return Event(LOG, call, site, func)
     return None
 
 

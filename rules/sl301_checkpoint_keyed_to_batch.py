@@ -1,0 +1,80 @@
+"""## What it does
+Finds a checkpoint whose name, tag or stored step comes from a batch index (the `enumerate(loader)`
+index, a micro-step counter) while updates are windowed by gradient accumulation or may be skipped.
+
+## Why is this bad?
+The number in the checkpoint is not the number of updates the weights have seen. A run resumed
+from `ckpt-8000.pt` with accumulation 8 thinks it did 8,000 updates after 1,000; its schedule,
+evaluation cadence and end of the run are then off by the accumulation factor, and checkpoints of
+two runs with different accumulation cannot be compared.
+
+## Example
+```python
+for i, batch in enumerate(loader):
+    ...
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+        global_step += 1
+        torch.save(model.state_dict(), f"ckpt-{i}.pt")
+```
+
+## Use instead
+```python
+        torch.save(model.state_dict(), f"ckpt-{global_step}.pt")
+```
+
+Silent for values already in update units (`i // accum`), for counters advanced once per window
+(SL102 checks whether they count skipped updates), and in loops whose every batch commits an update.
+
+## Fix safety
+Unsafe, where one update counter advances in the window block: the fix names the checkpoint after
+it, which changes the checkpoint's file name or stored step.
+"""
+
+import libcst as cst
+
+from steplint.fixes import UNSAFE, Edit, Fix
+from steplint.model import CHECKPOINT_SAVE, OPTIMIZER_STEP, SKIPPABLE_STEP
+from steplint.model.syntax import walk_expressions
+from steplint.rule import Finding, rule
+
+
+@rule("SL301", "checkpoint-keyed-to-batch", "Checkpoint name or stored step counts batches, not updates", fix=UNSAFE)
+def check(model):
+    for save in model.of_kind(CHECKPOINT_SAVE):
+        updates = [u for u in model.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is not None or u.kind == SKIPPABLE_STEP]
+        if not updates:
+            continue
+        update = updates[0]
+        windowed = model.window(update.site) is not None
+        # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
+        batches = model.batch_indices(update.site.loop, counters=windowed)
+        mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
+        if not mentions:
+            continue
+        name = model.text(mentions[0])
+        reason = "updates come once per window" if windowed else "updates may be skipped"
+        message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"
+        yield Finding(mentions[0], message, _use_counter(model, save, update, mentions))
+
+
+def _plain_mentions(node):
+    """Names read in a call's arguments, except inside `i // accum` (already in update units)."""
+    skip = set()
+    for sub in walk_expressions(node):
+        if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.FloorDivide):
+            skip.update(id(s) for s in walk_expressions(sub))
+    for arg in node.args:
+        for sub in walk_expressions(arg):
+            if isinstance(sub, cst.Name) and id(sub) not in skip:
+                yield sub
+
+
+def _use_counter(model, save, update, mentions):
+    counters = [k for k in model.windowed_counters(update) if k]
+    if len(counters) != 1 or not model.same_window(update.site, save.site):
+        return None
+    text = counters[0].split(":", 1)[1]
+    edits = tuple(Edit(*model.span(n), text) for n in mentions)
+    return Fix(f"Key the checkpoint to `{text}`", UNSAFE, edits)

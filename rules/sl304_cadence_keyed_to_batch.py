@@ -1,0 +1,70 @@
+"""## What it does
+Under gradient accumulation, finds an evaluation, logging or checkpoint cadence (`if i % N == 0:`)
+tested every batch: on a batch index, or on an update counter that only advances once per window.
+
+## Why is this bad?
+On a batch index, the cadence fires on micro-batches: mid-window, with half-accumulated gradients,
+and at a rate that depends on the accumulation factor rather than on updates. On a counter that
+advances once per window but is tested every batch, the test stays true for the whole window: the
+evaluation or the checkpoint runs `accum` times in a row with the same step number.
+
+## Example
+```python
+for i, batch in enumerate(loader):
+    (model(batch) / accum).backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+        global_step += 1
+    if global_step % eval_every == 0:
+        evaluate(model)
+```
+
+## Use instead
+```python
+for i, batch in enumerate(loader):
+    (model(batch) / accum).backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+        global_step += 1
+        if global_step % eval_every == 0:
+            evaluate(model)
+```
+
+Silent for cadences inside the window block on an update counter, and in loops without accumulation.
+
+## Fix safety
+No fix: which counter the cadence meant, and where in the window it belongs, is the author's call.
+"""
+
+from steplint.model import CHECKPOINT_SAVE, EVALUATION, LOG
+from steplint.model.guards import MODULO, WINDOW_BOUNDARY
+from steplint.rule import Finding, rule
+
+_WHAT = {EVALUATION: "evaluation", CHECKPOINT_SAVE: "the checkpoint", LOG: "logging"}
+
+
+@rule("SL304", "cadence-keyed-to-batch", "Evaluation, logging or checkpoint cadence counts batches under accumulation")
+def check(model):
+    reported = set()
+    for event in model.of_kind(EVALUATION, CHECKPOINT_SAVE, LOG):
+        update = model.update_outside_window(event)
+        if update is None:
+            continue
+        batches = model.batch_indices(update.site.loop)
+        windows = model.windowed_counters(update)
+        for guard in event.site.guards:
+            kinds = model.guard_kinds(guard)
+            if MODULO not in kinds or WINDOW_BOUNDARY in kinds or id(guard.test) in reported:
+                continue
+            scope = event.site.scope
+            test = model.text(guard.test)
+            if any(model.mentions(guard.test, scope, k) for k in batches):
+                message = f"`{test}` counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window"
+            elif any(model.mentions(guard.test, scope, k) for k in windows):
+                message = f"`{test}` is tested every batch, but its counter advances once per window: {_WHAT[event.kind]} repeats for every micro-batch of the window"
+            else:
+                continue
+            reported.add(id(guard.test))
+            yield Finding(guard.test, message)

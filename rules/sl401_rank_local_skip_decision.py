@@ -1,0 +1,69 @@
+"""## What it does
+In distributed code (torch.distributed, DDP, FSDP, accelerate, DeepSpeed), finds a decision whether
+to step that each rank takes from its own loss or gradients (`if not torch.isfinite(loss):
+continue`) without a collective on the decision or its inputs.
+
+## Why is this bad?
+Each rank sees its own micro-batch. When one rank's loss is NaN and the others' are not, that rank
+skips the backward or the step while the others go on: DDP's all-reduce waits for it and the job
+hangs, or, when no collective follows, the ranks' schedules and counters drift apart. GradScaler's
+own skip is safe because DDP has already all-reduced the gradients, so every rank sees the same
+`found_inf`.
+
+## Example
+```python
+loss = model(batch)
+if not torch.isfinite(loss):
+    continue
+loss.backward()
+optimizer.step()
+```
+
+## Use instead
+```python
+loss = model(batch)
+finite = torch.isfinite(loss).to(torch.int32)
+dist.all_reduce(finite, op=dist.ReduceOp.MIN)  # every rank skips, or none does
+if not finite.item():
+    continue
+loss.backward()
+optimizer.step()
+```
+
+## Fix safety
+No fix: the collective to use depends on the backend and on what the code checks. The message says
+what to reduce.
+"""
+
+from steplint.model import COLLECTIVE, OPTIMIZER_STEP, SKIPPABLE_STEP
+from steplint.model.guards import FINITENESS
+from steplint.rule import Finding, rule
+
+_DISTRIBUTED = ("torch.distributed", "torch.nn.parallel", "accelerate", "deepspeed", "torch.distributed.fsdp")
+
+
+@rule("SL401", "rank-local-skip-decision", "A rank decides alone, from its own loss, whether the step runs")
+def check(model):
+    if not any(q.startswith(_DISTRIBUTED) for q in model.imports.names.values()):
+        return
+    reported = set()
+    for step in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
+        for guard in model.guards_of_kind(step.site, FINITENESS):
+            if id(guard.test) in reported or _reduced(model, guard, step):
+                continue
+            reported.add(id(guard.test))
+            message = f"`{model.text(guard.test)}` is decided by each rank from its own values: ranks that disagree skip different steps (or hang in the all-reduce); all-reduce the flag with MIN first"
+            yield Finding(guard.test, message)
+
+
+def _reduced(model, guard, step):
+    """The checked values went through a collective earlier in the same function."""
+    scope = step.site.scope
+    order = model.order_of_expression(guard.test) or 0
+    for collective in model.of_kind(COLLECTIVE):
+        if collective.site.scope is scope and collective.order <= order:
+            for arg in collective.node.args:
+                key = model.roles.key(arg.value, scope)
+                if key and model.mentions(guard.test, scope, key):
+                    return True
+    return False
