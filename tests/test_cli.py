@@ -69,9 +69,9 @@ def test_select_and_ignore(tmp_path):
     target.write_text((FIXTURES / "SL102" / "nanogpt_style.py").read_text() + "\n" + BUGGY)
     def codes(*args):
         return {d["code"] for d in json.loads(steplint("check", "--output-format", "json", *args, str(target)).stdout)}
-    assert codes() == {"SL101", "SL102"}
+    assert codes() == {"SL101", "SL102", "SL302"}
     assert codes("--select", "SL101") == {"SL101"}
-    assert codes("--ignore", "SL101") == {"SL102"}
+    assert codes("--ignore", "SL101,SL3") == {"SL102"}
     assert codes("--select", "SL1", "--ignore", "SL102") == {"SL101"}
     assert codes("--select", "SL102", "--extend-select", "SL101") == {"SL101", "SL102"}
 
