@@ -8,7 +8,7 @@ Each rank sees its own micro-batch. When one rank's loss is NaN and the others' 
 skips the backward or the step while the others go on: DDP's all-reduce waits for it and the job
 hangs, or, when no collective follows, the ranks' schedules and counters drift apart. GradScaler's
 own skip is safe because DDP has already all-reduced the gradients, so every rank sees the same
-`found_inf`.
+`found_inf`; for the same reason a check of `p.grad` after backward is silent here.
 
 ## Example
 ```python
@@ -35,7 +35,10 @@ No fix: the collective to use depends on the backend and on what the code checks
 what to reduce.
 """
 
+import libcst as cst
+
 from steplint.model import COLLECTIVE, OPTIMIZER_STEP, SKIPPABLE_STEP
+from steplint.model.syntax import walk_expressions
 from steplint.model.guards import FINITENESS
 from steplint.rule import Finding, rule
 
@@ -57,7 +60,10 @@ def check(model):
 
 
 def _reduced(model, guard, step):
-    """The checked values went through a collective earlier in the same function."""
+    """The checked values went through a collective: gradients (DDP all-reduces them in backward),
+    or a value passed to `all_reduce`/`gather` earlier in the same function."""
+    if any(isinstance(sub, cst.Attribute) and sub.attr.value == "grad" for sub in walk_expressions(guard.test)):
+        return True
     scope = step.site.scope
     order = model.order_of_expression(guard.test) or 0
     for collective in model.of_kind(COLLECTIVE):

@@ -94,7 +94,7 @@ def test_unsafe_fix_needs_the_flag(tmp_path):
     target.write_text(source)
     safe = steplint("check", "--fix", str(target))
     assert safe.returncode == 1 and target.read_text() == source
-    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option" in steplint("check", str(target)).stdout
+    assert "2 hidden fixes can be enabled with the `--unsafe-fixes` option" in steplint("check", str(target)).stdout  # SL102, SL302
     assert steplint("check", "--fix", "--unsafe-fixes", str(target)).returncode == 0
     assert target.read_text() == (FIXTURES / "SL102" / "nanogpt_style.fixed.py").read_text()
 
