@@ -168,9 +168,9 @@ def _init_edits(model: ModuleModel, update: Event, target: Event, condition: str
     return [Edit(start, start, f"{init}{model.source.newline}{indent}")]
 
 
-def helper_edit(model: ModuleModel, fix_gate: str) -> Optional[Edit]:
-    """Add committed_step to the module once: its source after the imports, or an import of it."""
-    if model.helper_present:
+def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -> Optional[Edit]:
+    """Add a steplint.runtime helper to the module once: its source after the imports, or an import."""
+    if name in model.helpers:
         return None
     newline = model.source.newline
     body = list(model.module.body)
@@ -178,9 +178,9 @@ def helper_edit(model: ModuleModel, fix_gate: str) -> Optional[Edit]:
     while index < len(body) and _is_import(body[index]):
         index += 1
     if fix_gate == IMPORT:
-        text = f"from steplint.runtime import {COMMITTED_STEP}{newline}"
+        text = f"from steplint.runtime import {name}{newline}"
     else:
-        text = inspect.getsource(runtime.committed_step).replace("\n", newline)
+        text = inspect.getsource(getattr(runtime, name)).replace("\n", newline)
     if index > 0:  # after the docstring and imports
         offset = after_statement(model, body[index - 1])
         if offset is None:

@@ -26,6 +26,28 @@ def committed_step(scaler, optimizer):
     return not any(bool(found.item()) for found in record(optimizer).values())
 
 
+def committed_hook(scaler, hook):
+    """Wrap an optimizer step post-hook so that it runs only for updates that committed.
+
+    GradScaler calls a fused optimizer's step() even when it skips the update, so its post-hooks
+    run on skipped updates too. Inside scaler.step(), the scaler's found-inf record for the
+    optimizer is already written: the wrapper reads it and stays quiet on a skip.
+    """
+
+    def on_committed_step(optimizer, args, kwargs):
+        record = getattr(scaler, "_found_inf_per_device", None)
+        if scaler.is_enabled() and record is not None:
+            try:
+                found = record(optimizer)
+            except KeyError:  # optimizer.step() called directly, not through the scaler
+                found = {}
+            if any(bool(value.item()) for value in found.values()):
+                return None
+        return hook(optimizer, args, kwargs)
+
+    return on_committed_step
+
+
 class StepCounters:
     """Counts what a training loop did, in the units a recipe is written in.
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from conftest import FIXTURES, ROOT
 from test_fixtures import INPUTS, expected

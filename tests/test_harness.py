@@ -1,6 +1,5 @@
 """steplint.runtime.StepCounters and steplint.testing, with real torch on CPU."""
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path

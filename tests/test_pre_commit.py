@@ -6,7 +6,6 @@ package index: deselect with `-m "not network"` when offline. CI runs it.
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -205,3 +205,22 @@ def test_resume_fix_restores_schedule_scale_and_counter(tmp_path):
     resumed, resumed_params = _resume_run(fixed, tmp_path / "d.pt", interrupt=True)
     assert resumed == reference
     assert all(torch.equal(a, b) for a, b in zip(resumed_params, reference_params))
+
+
+def _hook_run(module, skipped):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    calls = [0]
+
+    def poison(grad):
+        calls[0] += 1
+        return torch.full_like(grad, float("inf")) if calls[0] - 1 in skipped else grad
+
+    model.weight.register_hook(poison)
+    return module.train(model, [torch.randn(8, 4) for _ in range(10)])
+
+
+@pytest.mark.runtime
+def test_hook_fix_counts_only_committed_updates_of_a_fused_optimizer(tmp_path):
+    assert _hook_run(load(LOOPS / "hook_loop.py"), {0, 4}) == 10  # blind: skipped updates counted
+    assert _hook_run(load(fixed_copy(tmp_path, "hook_loop.py")), {0, 4}) == 8

@@ -60,7 +60,7 @@ class ModuleModel:
     imports: ImportMap
     structure: Structure
     roles: RoleTable
-    helper_present: bool  # committed_step is defined in or imported into the module
+    helpers: FrozenSet[str]  # steplint.runtime functions defined in or imported into the module
     settings: object  # steplint.config.Settings: the default schedule basis, the fix-gate style
     events: List[Event] = field(default_factory=list)
     _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
@@ -71,9 +71,6 @@ class ModuleModel:
 
     def of_kind(self, *kinds: str) -> List[Event]:
         return [e for e in self.events if e.kind in kinds]
-
-    def events_at(self, site: Site) -> List[Event]:
-        return [e for e in self.events if e.site is site]
 
     # -- guards ----------------------------------------------------------------------------------
 
@@ -356,10 +353,14 @@ def _exits_before(first: Site, second: Site) -> bool:
     return False
 
 
-def _helper_names(imports: ImportMap, module: cst.Module) -> frozenset:
-    names = {local for local, qualified in imports.names.items() if qualified == f"steplint.runtime.{COMMITTED_STEP}"}
-    names.update(s.name.value for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == COMMITTED_STEP)
-    return frozenset(names)
+RUNTIME_HELPERS = (COMMITTED_STEP, "committed_hook")
+
+
+def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
+    """Local name -> steplint.runtime function, for the helpers the module defines or imports."""
+    found = {local: q.rsplit(".", 1)[1] for local, q in imports.names.items() if q.rsplit(".", 1)[0] == "steplint.runtime" and q.rsplit(".", 1)[1] in RUNTIME_HELPERS}
+    found.update({s.name.value: s.name.value for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value in RUNTIME_HELPERS})
+    return found
 
 
 def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
@@ -368,8 +369,8 @@ def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
     imports = ImportMap(module)
     structure = walk_module(module)
     roles = RoleTable(imports, structure, settings.role_names())
-    helpers = _helper_names(imports, module)
-    model = ModuleModel(source, module, positions, imports, structure, roles, bool(helpers), settings)
-    model.events = collect_events(structure, roles, helpers)
+    helpers = _helpers(imports, module)
+    model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
+    model.events = collect_events(structure, roles, frozenset(helpers))
     model._classify_guards()
     return model

@@ -67,19 +67,18 @@ class Event:
 
 def collect_events(structure: Structure, roles: RoleTable, helper_names: frozenset) -> List[Event]:
     events: List[Event] = []
-    param_group_vars = _param_group_vars(structure, roles)
+    param_group_vars = _param_group_vars(structure)
     for call, site in structure.calls:
         event = _call_event(call, site, roles, helper_names)
         if event is not None:
             events.append(event)
     for node, site in structure.statements:
-        scope = site.scope
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
             if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=node.target))
         elif isinstance(node, cst.Assign) and len(node.targets) == 1:
             target = node.targets[0].target
-            if isinstance(target, cst.Subscript) and _is_lr_slot(target, site, param_group_vars, roles):
+            if isinstance(target, cst.Subscript) and _is_lr_slot(target, site, param_group_vars):
                 events.append(Event(SCHEDULER_STEP, node, site, subject=target.value, explicit_position=True))
             elif _is_self_increment(target, node.value):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=target))
@@ -125,7 +124,11 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
 
 
 def _is_helper_call(expr: cst.BaseExpression, helper_names: frozenset) -> bool:
-    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in helper_names
+    """A call of committed_step (under whatever local name the module gave it)."""
+    return (
+        isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in helper_names
+        and expr.func.value != "committed_hook"
+    )
 
 
 def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: frozenset) -> Optional[Event]:
@@ -190,7 +193,7 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
     return None
 
 
-def _param_group_vars(structure: Structure, roles: RoleTable) -> set:
+def _param_group_vars(structure: Structure) -> set:
     """Loop variables of `for g in optimizer.param_groups`."""
     found = set()
     for loop, site in structure.for_loops:
@@ -199,7 +202,7 @@ def _param_group_vars(structure: Structure, roles: RoleTable) -> set:
     return found
 
 
-def _is_lr_slot(target: cst.Subscript, site: Site, param_group_vars: set, roles: RoleTable) -> bool:
+def _is_lr_slot(target: cst.Subscript, site: Site, param_group_vars: set) -> bool:
     """`g["lr"]` for a param group `g`, or `optimizer.param_groups[i]["lr"]`."""
     if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
         return False
