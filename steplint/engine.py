@@ -16,8 +16,8 @@ from steplint.rule import all_rules
 from steplint.source import Source
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
-# A file without these words has no update, scheduler, counter feed or checkpoint to check.
-_PREFILTER = re.compile(r"step|save|scaler")
+# A file without any of these has no update, scheduler, scaler, checkpoint or steplint noqa to check.
+_PREFILTER = re.compile(r"\.step\(|step_update|scaler|save|load_state_dict|param_groups|noqa\s*:\s*SL", re.I)
 MAX_FIX_ROUNDS = 25
 SYNTAX_ERROR = "SL001"
 UNUSED_NOQA = "SL002"

@@ -36,7 +36,7 @@ from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUN
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
-from steplint.model.syntax import ImportMap, walk_expressions
+from steplint.model.syntax import ImportMap, forget_children, walk_expressions
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -364,6 +364,7 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
 
 
 def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
+    forget_children()
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     imports = ImportMap(module)

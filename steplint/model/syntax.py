@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
@@ -47,6 +47,17 @@ def literal(expr: Optional[cst.BaseExpression]) -> object:
     return ...
 
 
+# LibCST computes `children` by visiting the node each time; the model walks the same statements
+# many times, so each node's children are computed once. Held for one module at a time (nodes hash
+# by identity, and the references keep their ids from being reused while cached).
+_CHILDREN: Dict[cst.CSTNode, Tuple[cst.CSTNode, ...]] = {}
+
+
+def forget_children() -> None:
+    """Drop the previous module's cached children (build_model calls it for each new module)."""
+    _CHILDREN.clear()
+
+
 def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under `node`, parents before children, without entering nested scopes' bodies."""
     stack = [node]
@@ -55,7 +66,10 @@ def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield current
         if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and current is not node:
             continue
-        stack.extend(reversed(current.children))
+        children = _CHILDREN.get(current)
+        if children is None:
+            children = _CHILDREN[current] = tuple(reversed(current.children))
+        stack.extend(children)
 
 
 def names_in(node: cst.CSTNode) -> Iterator[str]:
