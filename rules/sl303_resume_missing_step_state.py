@@ -34,9 +34,8 @@ to the checkpoint first).
 import libcst as cst
 
 from steplint.fixes import SAFE, Fix
-from steplint.model import CHECKPOINT_SAVE, STATE_LOAD
+from steplint.model import STATE_LOAD
 from steplint.model.roles import OPTIMIZER
-from steplint.model.syntax import walk_expressions
 from steplint.rewrite import insert_after
 from steplint.rule import Finding, rule
 
@@ -45,14 +44,8 @@ from steplint.rule import Finding, rule
 def check(model):
     loads = model.of_kind(STATE_LOAD)
     loaded = {model.roles.key(e.subject, e.site.scope) for e in loads}
-    saved = {}  # role key -> checkpoint key it is saved under
-    for save in model.of_kind(CHECKPOINT_SAVE):
-        checkpoint = model.checkpoint(save)
-        for name, value in (checkpoint.entries if checkpoint else {}).items():
-            for sub in walk_expressions(value):
-                if isinstance(sub, (cst.Name, cst.Attribute)):
-                    saved.setdefault(model.roles.key(sub, save.site.scope), name)
-    restored = _restored_names(model)
+    saved = model.saved_under()
+    restored = model.restored_from_checkpoint()
     for load in loads:
         if load.role.kind != OPTIMIZER:
             continue
@@ -64,16 +57,6 @@ def check(model):
         listed = ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing)
         message = f"Resume restores the optimizer but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
         yield Finding(load.node, message, _restore(model, load, missing, saved))
-
-
-def _restored_names(model):
-    """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`."""
-    found = set()
-    for node, site in model.structure.statements:
-        if isinstance(node, cst.Assign) and any(isinstance(s, cst.Subscript) or (isinstance(s, cst.Call) and getattr(s.func, "attr", None) and s.func.attr.value == "get") for s in walk_expressions(node.value)):
-            for target in node.targets:
-                found.add(model.roles.key(target.target, site.scope))
-    return found
 
 
 def _restore(model, load, missing, saved):

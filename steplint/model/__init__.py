@@ -33,7 +33,7 @@ from steplint.model.events import (
     collect_events,
 )
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
-from steplint.model.checkpoints import Checkpoint, checkpoint_contents, step_state
+from steplint.model.checkpoints import Checkpoint, checkpoint_contents, restored_from_checkpoint, saved_under, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, forget_children, walk_expressions
@@ -188,6 +188,14 @@ class ModuleModel:
     def checkpoint(self, save: Event) -> Optional[Checkpoint]:
         """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""
         return checkpoint_contents(self, save)
+
+    def saved_under(self) -> Dict[str, str]:
+        """Role key -> checkpoint key, for what the module's visible checkpoints store."""
+        return saved_under(self)
+
+    def restored_from_checkpoint(self) -> set:
+        """Keys of names the module assigns from a checkpoint read."""
+        return restored_from_checkpoint(self)
 
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""

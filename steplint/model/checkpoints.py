@@ -120,3 +120,34 @@ def step_state(model: "ModuleModel", scope: "Scope") -> Dict[str, List[str]]:
     state["counter"] = [k for k in sorted(_counter_keys(model)) if k and model.visible(k, scope)]
     return state
 
+
+
+def saved_under(model: "ModuleModel") -> Dict[str, str]:
+    """Role key -> the checkpoint key it is saved under, over every visible checkpoint of the module."""
+    from steplint.model.events import CHECKPOINT_SAVE
+
+    saved: Dict[str, str] = {}
+    for save in model.of_kind(CHECKPOINT_SAVE):
+        checkpoint = checkpoint_contents(model, save)
+        for name, value in (checkpoint.entries if checkpoint else {}).items():
+            for sub in walk_expressions(value):
+                if isinstance(sub, (cst.Name, cst.Attribute)):
+                    key = model.roles.key(sub, save.site.scope)
+                    if key:
+                        saved.setdefault(key, name)
+    return saved
+
+
+def restored_from_checkpoint(model: "ModuleModel") -> set:
+    """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`."""
+    found = set()
+    for node, site in model.structure.statements:
+        if not isinstance(node, cst.Assign):
+            continue
+        reads = any(
+            isinstance(s, cst.Subscript) or (isinstance(s, cst.Call) and isinstance(s.func, cst.Attribute) and s.func.attr.value == "get")
+            for s in walk_expressions(node.value)
+        )
+        if reads:
+            found.update(model.roles.key(t.target, site.scope) for t in node.targets)
+    return found
