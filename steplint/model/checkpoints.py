@@ -31,7 +31,8 @@ def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoin
     scope = save.site.scope
     stored = save.node.args[0].value
     if isinstance(stored, cst.Dict):
-        found = Checkpoint(save, _entries(stored), dict_node=stored)
+        entries = _entries(stored)  # None for `{**self.ckpt, **updates}`: the contents are not visible
+        found = Checkpoint(save, entries, dict_node=stored) if entries is not None else None
     elif isinstance(stored, cst.Name):
         found = _built_up(model, save, stored.value)
     elif isinstance(stored, cst.Call):
