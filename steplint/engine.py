@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import traceback
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 import libcst as cst
 
@@ -19,22 +21,29 @@ from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 # A file without any of these has no update, scheduler, scaler, checkpoint or steplint noqa to check.
 _PREFILTER = re.compile(r"\.step\(|step_update|scaler|save|load_state_dict|param_groups|noqa\s*:\s*SL", re.I)
 MAX_FIX_ROUNDS = 25
+INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
+ISSUES_URL = "https://github.com/steplint/steplint/issues"
 UNUSED_NOQA = "SL002"
 
 
 def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
     """Diagnostics for one file's text, sorted by position, without the suppressed ones."""
     rules = settings.enabled_rules(path)
+    python_error = _python_syntax_error(path, text)
+    if python_error is not None:
+        return [python_error] if SYNTAX_ERROR in rules else []
     if not _PREFILTER.search(text):
         return []
     source = Source(path, text)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        return [_unparsable(source, error.raw_line, error.raw_column, error.message)] if SYNTAX_ERROR in rules else []
+        # Python parses it but LibCST does not: syntax newer than LibCST's grammar.
+        message = f"{_without_prefix(error.message)} (steplint's parser, LibCST, does not support this syntax yet)"
+        return [_unparsable(source, error.raw_line, error.raw_column, message)] if SYNTAX_ERROR in rules else []
     except RecursionError:
-        return [_unparsable(source, 1, 0, "too deeply nested to parse")] if SYNTAX_ERROR in rules else []
+        return [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
     model = build_model(source, module, settings)
     found_comments = comments(source)
     if found_comments.file_exempt:
@@ -67,11 +76,43 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
     return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
 
 
+def _python_syntax_error(path: str, text: str) -> Optional[Diagnostic]:
+    """SL001 at Python's own position, with its message, when Python cannot parse the text. Every
+    file is checked, also those the prefilter skips: Python's parser is fast."""
+    try:
+        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:  # IndentationError and TabError too
+        if error.lineno is None and "\0" in text:  # null bytes (a SyntaxError from Python 3.12 on)
+            return _null_byte(Source(path, text))
+        return _unparsable(Source(path, text), error.lineno or 1, (error.offset or 1) - 1, error.msg)
+    except ValueError:  # "source code string cannot contain null bytes" before Python 3.12
+        return _null_byte(Source(path, text))
+    except (RecursionError, MemoryError):
+        return _unparsable(Source(path, text), 1, 0, "too deeply nested for Python's parser")
+    return None
+
+
+def _null_byte(source: Source) -> Diagnostic:
+    row, column = source.position(source.text.index("\0"))
+    return _unparsable(source, row, column, "source code cannot contain null bytes")
+
+
+def _without_prefix(message: str) -> str:
+    return message[len("parser error: "):] if message.startswith("parser error: ") else message
+
+
 def _unparsable(source: Source, row: int, column: int, message: str) -> Diagnostic:
     row = min(max(row, 1), len(source.line_starts))
-    start = source.offset(row, min(column, len(source.line(row))))
-    message = message[len("parser error: "):] if message.startswith("parser error: ") else message
+    start = source.offset(row, max(0, min(column, len(source.line(row)))))
     return _diagnostic(source, all_rules()[SYNTAX_ERROR], f"Cannot parse: {message}", start, start, None, row)
+
+
+def internal_error(path: str, error: BaseException) -> Diagnostic:
+    """SL000 for a file whose analysis or fixing raised: one line, at the top of the file."""
+    summary = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0]
+    rule = all_rules()[INTERNAL_ERROR]
+    message = f"Internal error, this file was not checked: {summary} (please report it: {ISSUES_URL})"
+    return Diagnostic(INTERNAL_ERROR, rule.name, message, path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 
 @dataclass

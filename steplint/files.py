@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
 import io
 import os
 import re
@@ -22,7 +24,11 @@ SKIPPED_DIRS = {
 
 
 class FileError(Exception):
-    """A file that cannot be read or decoded; the message says why."""
+    """A file that cannot be read, decoded or written; the message says why."""
+
+
+class NotRegularFile(FileError):
+    """A FIFO, socket or device named like a Python file: never read (a FIFO would wait forever)."""
 
 
 @dataclass(frozen=True)
@@ -33,33 +39,69 @@ class TextFile:
 
 def read_text(path: str) -> TextFile:
     try:
-        raw = Path(path).read_bytes()
+        # Non-blocking, so that opening a FIFO returns at once; regular files read as usual.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
-        raise FileError(f"cannot read file: {error.strerror or error}") from None
+        raise FileError(_cannot_read(path, error)) from None
+    with os.fdopen(descriptor, "rb") as handle:
+        kind = stat.S_IFMT(os.fstat(descriptor).st_mode)
+        if kind != stat.S_IFREG:
+            raise NotRegularFile(f"not a regular file ({_KINDS.get(kind, 'special file')})")
+        try:
+            raw = handle.read()
+        except OSError as error:
+            raise FileError(_cannot_read(path, error)) from None
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise FileError("cannot decode file: it is UTF-16 or UTF-32 (byte order mark); Python source is UTF-8 or declares an 8-bit encoding")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         return TextFile(raw.decode(encoding), encoding)
     except (SyntaxError, LookupError) as error:
         raise FileError(f"cannot decode file: {error}") from None
     except UnicodeDecodeError as error:
-        raise FileError(f"cannot decode file as {error.encoding}: invalid byte at offset {error.start}") from None
+        line = raw.count(b"\n", 0, error.start) + 1
+        byte = raw[error.start : error.start + 1].hex()
+        raise FileError(f"cannot decode file as {error.encoding}: invalid byte 0x{byte} on line {line} (declare the encoding with a `# -*- coding: ... -*-` comment)") from None
+
+
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+def _cannot_read(path: str, error: OSError) -> str:
+    if error.errno == errno.ENOENT and os.path.islink(path):
+        return f"cannot read file: broken symbolic link (to {os.readlink(path)})"
+    if error.errno == errno.ELOOP:
+        return "cannot read file: symbolic link loop"
+    return f"cannot read file: {error.strerror or error}"
 
 
 def write_text(path: str, file: TextFile, text: str) -> None:
-    """Write atomically (a temporary file renamed over the original), keeping mode and encoding."""
-    data = text.encode(file.encoding)
-    target = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
+    """Write atomically (a temporary file in the same folder, renamed over the original), keeping
+    mode, encoding and BOM: an interrupted or concurrent run leaves the old or the new file, never a
+    part of one. A file the user may not write is not replaced, even though a rename could."""
     try:
+        data = text.encode(file.encoding)
+    except UnicodeEncodeError:
+        raise FileError(f"cannot write the fixed file: the fix does not fit the file's encoding ({file.encoding})") from None
+    target = os.path.realpath(path)
+    if not os.access(target, os.W_OK):
+        raise FileError("cannot write the fixed file: it is read-only; the file was left unmodified")
+    temporary = None
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
         with os.fdopen(handle, "wb") as out:
             out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(temporary, mode)
         os.replace(temporary, target)
-    except BaseException:
-        if os.path.exists(temporary):
+    except OSError as error:
+        where = "its folder" if temporary is None else "the file"
+        raise FileError(f"cannot write the fixed file ({where}: {error.strerror or error}); the file was left unmodified") from None
+    finally:
+        if temporary is not None and os.path.exists(temporary):
             os.unlink(temporary)
-        raise
 
 
 class _GitIgnore:

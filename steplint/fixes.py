@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
@@ -77,8 +78,10 @@ def select_non_overlapping(fixes: Sequence[Fix]) -> List[Fix]:
 
 
 def reparses(text: str) -> bool:
+    """Whether both LibCST and Python itself parse the text."""
     try:
         cst.parse_module(text)
-    except (cst.ParserSyntaxError, RecursionError, ValueError):
+        compile(text, "<fixed>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (cst.ParserSyntaxError, SyntaxError, RecursionError, MemoryError, ValueError):
         return False
     return True
