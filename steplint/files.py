@@ -6,15 +6,15 @@ import codecs
 import errno
 import io
 import os
-import re
 import stat
+import subprocess
 import tempfile
 import tokenize
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Iterator, List, Sequence, Tuple
+from functools import lru_cache
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
-from steplint.globs import compile_glob
+from pathspec import GitIgnoreSpec
 
 # Folders that hold no code of the project's own: the default `exclude`.
 SKIPPED_DIRS = {
@@ -104,39 +104,31 @@ def write_text(path: str, file: TextFile, text: str) -> None:
             os.unlink(temporary)
 
 
+@dataclass(frozen=True)
 class _GitIgnore:
-    """The patterns of the .gitignore files met on the way down, with their folders."""
+    """What git ignores, as pathspec's GitIgnoreSpec reads it: the global excludes file and
+    .git/info/exclude (relative to the repository's root), then each .gitignore met on the way down
+    (relative to its folder). The last pattern that matches decides, so deeper files win."""
 
-    def __init__(self, rules: Tuple[Tuple[str, "re.Pattern[str]", bool, bool], ...] = ()) -> None:
-        self.rules = rules
+    specs: Tuple[Tuple[str, GitIgnoreSpec], ...] = ()  # (the folder patterns are relative to, spec)
 
-    def extended(self, folder: str) -> "_GitIgnore":
-        path = os.path.join(folder, ".gitignore")
+    def extended(self, folder: str, file: Optional[str] = None) -> "_GitIgnore":
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read().splitlines()
+            with open(file or os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
+                spec = GitIgnoreSpec.from_lines(handle.read().splitlines())
         except OSError:
             return self
-        added = []
-        for line in lines:
-            line = line.rstrip()
-            if not line or line.startswith("#"):
-                continue
-            negated = line.startswith("!")
-            line = line[1:] if negated else line
-            added.append((folder, compile_glob(line), negated, line.endswith("/")))
-        return _GitIgnore(self.rules + tuple(added))
+        return _GitIgnore(self.specs + ((folder, spec),)) if spec.patterns else self
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         result = False
-        for folder, pattern, negated, dir_only in self.rules:
-            if dir_only and not is_dir:
-                continue
+        for folder, spec in self.specs:
             relative = os.path.relpath(path, folder).replace(os.sep, "/")
             if relative.startswith("../"):
                 continue
-            if pattern.fullmatch(relative):
-                result = not negated
+            decided = spec.check_file(relative + ("/" if is_dir else "")).include
+            if decided is not None:
+                result = decided
         return result
 
 
@@ -172,19 +164,51 @@ def discover(paths: Sequence[str], excluded: Callable[[str], bool], force_exclud
 
 
 def _ancestors_gitignore(path: str) -> _GitIgnore:
+    """The ignore files that apply above `path`: those of its repository, from the root down."""
     folders = []
     current = os.path.abspath(path)
     while True:
-        parent = os.path.dirname(current)
-        if os.path.isdir(os.path.join(current, ".git")) or parent == current:
-            folders.append(current)
-            break
         folders.append(current)
+        parent = os.path.dirname(current)
+        if os.path.exists(os.path.join(current, ".git")) or parent == current:
+            break
         current = parent
+    root = folders[-1]
     ignore = _GitIgnore()
+    if os.path.exists(os.path.join(root, ".git")):
+        for excludes in (_global_excludes_file(), _info_exclude(root)):
+            if excludes:
+                ignore = ignore.extended(root, excludes)
     for folder in reversed(folders[1:]):
         ignore = ignore.extended(folder)
     return ignore
+
+
+def _info_exclude(root: str) -> Optional[str]:
+    """.git/info/exclude; in a linked worktree (.git is a file) that of the main repository."""
+    git = os.path.join(root, ".git")
+    if os.path.isfile(git):
+        try:
+            with open(git, encoding="utf-8") as handle:
+                gitdir = os.path.join(root, handle.read().strip().partition("gitdir:")[2].strip())
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as handle:
+                git = os.path.join(gitdir, handle.read().strip())
+        except OSError:
+            return None
+    return os.path.join(git, "info", "exclude")
+
+
+@lru_cache(maxsize=None)
+def _global_excludes_file() -> Optional[str]:
+    """git's core.excludesFile, by default $XDG_CONFIG_HOME/git/ignore (~/.config/git/ignore)."""
+    try:
+        done = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], capture_output=True, text=True, timeout=10)
+        if done.stdout.strip():
+            return done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config_home, "git", "ignore")
 
 
 def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool]) -> Iterator[str]:
