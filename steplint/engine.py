@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import traceback
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.model import build_model
 from steplint.rule import all_rules
-from steplint.source import Source
+from steplint.source import Source, python_parse_error
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
 # A file without any of these has no update, scheduler, scaler, checkpoint or steplint noqa to check.
@@ -42,6 +41,8 @@ def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
         # Python parses it but LibCST does not: syntax newer than LibCST's grammar.
         message = f"{_without_prefix(error.message)} (steplint's parser, LibCST, does not support this syntax yet)"
         return [_unparsable(source, error.raw_line, error.raw_column, message)] if SYNTAX_ERROR in rules else []
+    except cst.CSTValidationError as error:
+        return [_unparsable(source, 1, 0, f"{error} (LibCST rejects what Python accepts)")] if SYNTAX_ERROR in rules else []
     except RecursionError:
         return [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
     model = build_model(source, module, settings)
@@ -79,17 +80,15 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
 def _python_syntax_error(path: str, text: str) -> Optional[Diagnostic]:
     """SL001 at Python's own position, with its message, when Python cannot parse the text. Every
     file is checked, also those the prefilter skips: Python's parser is fast."""
-    try:
-        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as error:  # IndentationError and TabError too
-        if error.lineno is None and "\0" in text:  # null bytes (a SyntaxError from Python 3.12 on)
-            return _null_byte(Source(path, text))
-        return _unparsable(Source(path, text), error.lineno or 1, (error.offset or 1) - 1, error.msg)
-    except ValueError:  # "source code string cannot contain null bytes" before Python 3.12
-        return _null_byte(Source(path, text))
-    except (RecursionError, MemoryError):
-        return _unparsable(Source(path, text), 1, 0, "too deeply nested for Python's parser")
-    return None
+    error = python_parse_error(text, path)
+    if error is None:
+        return None
+    source = Source(path, text)
+    if "\0" in text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
+        return _null_byte(source)  # a ValueError before Python 3.12, a SyntaxError without position since
+    if isinstance(error, SyntaxError):  # IndentationError and TabError too
+        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg)
+    return _unparsable(source, 1, 0, "too deeply nested for Python's parser")
 
 
 def _null_byte(source: Source) -> Diagnostic:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
+
+from steplint.source import python_parse_error
 
 SAFE = "safe"
 UNSAFE = "unsafe"
@@ -81,7 +82,6 @@ def reparses(text: str) -> bool:
     """Whether both LibCST and Python itself parse the text."""
     try:
         cst.parse_module(text)
-        compile(text, "<fixed>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    except (cst.ParserSyntaxError, SyntaxError, RecursionError, MemoryError, ValueError):
+    except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError, ValueError):
         return False
-    return True
+    return python_parse_error(text) is None
