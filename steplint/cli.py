@@ -18,7 +18,7 @@ import click
 from steplint import __version__
 from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint.diagnostic import Diagnostic
-from steplint.engine import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source
+from steplint.engine import INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS
@@ -46,7 +46,7 @@ class FileReport:
     fixed: List[Diagnostic] = field(default_factory=list)
     diff: str = ""
     noqa_added: int = 0
-    skipped: str = ""  # why the file was not read (a FIFO, a device): a warning, not a diagnostic
+    warning: str = ""  # why the file was skipped or not analysed: a message, not a diagnostic
     internal_traceback: str = ""  # of an internal error, printed with --verbose
     write_error: str = ""  # why the fixed text could not be written (the file is unchanged)
 
@@ -83,17 +83,27 @@ def checked_text(path: str, text: str, settings: Settings, mode: Mode) -> FileRe
     try:
         return check_text(path, text, settings, mode)
     except Exception as error:  # a bug in steplint costs this file's results, never the run's
-        return FileReport(path, text, [internal_error(path, error)], internal_traceback=traceback.format_exc())
+        return FileReport(path, text, [internal_error(path, error)], internal_traceback=_short_traceback(error))
+
+
+def _short_traceback(error: BaseException) -> str:
+    """The innermost frames, without the exceptions it interrupted: LibCST's messages can print
+    whole syntax trees."""
+    lines = traceback.format_exception(type(error), error, error.__traceback__, limit=-25, chain=False)
+    text = "".join(lines)
+    return text if len(text) < 20_000 else text[:10_000] + "\n[...]\n" + text[-10_000:]
 
 
 def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
     try:
         file = read_text(path)
     except NotRegularFile as error:
-        return FileReport(path, skipped=str(error))
+        return FileReport(path, warning=f"skipped: {error}")
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
     report = checked_text(path, file.text, settings, mode)
+    if len(file.text) > MAX_ANALYSED_CHARS:
+        report.warning = f"not analysed: {len(file.text) / 1e6:.1f} million characters, over the {MAX_ANALYSED_CHARS / 1e6:.0f} million steplint analyses (generated code or data?); Python's syntax check ran"
     if report.text == file.text or mode.diff:
         return report
     try:
@@ -233,8 +243,8 @@ def _internal_errors(diagnostics: List[Diagnostic]) -> bool:
 def _file_messages(reports: List[FileReport], verbose: bool) -> None:
     """Per-file problems that are not diagnostics of the code, on stderr."""
     for r in reports:
-        if r.skipped:
-            click.echo(f"steplint: warning: {r.path}: skipped: {r.skipped}", err=True)
+        if r.warning:
+            click.echo(f"steplint: warning: {r.path}: {r.warning}", err=True)
         if r.write_error:
             click.echo(f"steplint: error: {r.path}: {r.write_error}", err=True)
         if r.internal_traceback:
