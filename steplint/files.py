@@ -221,8 +221,8 @@ def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool]) -> I
         absolute = os.path.abspath(entry.path)
         try:
             is_dir = entry.is_dir()
-        except OSError:
-            continue
+        except OSError:  # a symbolic link loop: reading it reports the loop
+            is_dir = False
         if is_dir:
             if entry.is_symlink() or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or excluded(entry.path):
                 continue
