@@ -32,11 +32,11 @@ from steplint.model.events import (
     Event,
     collect_events,
 )
-from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, restored_from_checkpoint, saved_under, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
-from steplint.model.syntax import ImportMap, forget_children, walk_expressions
+from steplint.model.syntax import ImportMap, dotted, forget_children, names_in, walk_expressions
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -66,6 +66,8 @@ class ModuleModel:
     _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
     _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
     _scale_vars: Set[str] = field(default_factory=set)
+    _conditions: Dict[int, tuple] = field(default_factory=dict)
+    _assigned: Dict[int, Dict[str, List[int]]] = field(default_factory=dict)
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -80,9 +82,16 @@ class ModuleModel:
     def guards_of_kind(self, site: Site, *kinds: str) -> List[Guard]:
         return [g for g in site.guards if self.guard_kinds(g) & set(kinds)]
 
-    def gated(self, site: Site) -> bool:
+    def commit_guards(self, site: Site, update: Optional["Event"] = None, kinds: tuple = (COMMIT_GATE, GUESSED_GATE)) -> List[Guard]:
+        """Guards of `site` that tell a committed update from a skipped one. A guard the update runs
+        under too (`if not torch.isfinite(loss): continue` before `scaler.step`) decides whether the
+        update is attempted, not whether it committed."""
+        shared = {(id(g.test), g.negated) for g in update.site.guards} if update is not None else set()
+        return [g for g in self.guards_of_kind(site, *kinds) if (id(g.test), g.negated) not in shared]
+
+    def gated(self, site: Site, update: Optional["Event"] = None) -> bool:
         """Runs under a commit gate, exact or guessed (SL105 reports the guessed ones)."""
-        return bool(self.guards_of_kind(site, COMMIT_GATE, GUESSED_GATE))
+        return bool(self.commit_guards(site, update))
 
     def window(self, site: Site) -> Optional[Guard]:
         """The innermost window-boundary guard of a statement."""
@@ -96,15 +105,77 @@ class ModuleModel:
         """In one scope and one iteration of the same innermost loop (or both in no loop)."""
         return a.scope is b.scope and a.loop is b.loop
 
-    @staticmethod
-    def exclusive(a: Site, b: Site) -> bool:
-        """Never both in one pass: different branches of one `if`, or one ends its pass first
-        (`if resuming: counter += 1; continue` before the update)."""
+    def exclusive(self, a: Site, b: Site) -> bool:
+        """Never both in one pass: different branches of one `if`, opposite branches of two tests of
+        the same unchanged condition (`if args.amp: ...` then later `if not args.amp: ...`), or one
+        ends its pass first (`if resuming: counter += 1; continue` before the update)."""
         polarity = {id(g.test): g.negated for g in a.guards if not g.early_exit}
         if any(id(g.test) in polarity and polarity[id(g.test)] != g.negated for g in b.guards if not g.early_exit):
             return True
+        if a.scope is b.scope and self._correlated_opposites(a, b):
+            return True
         first, second = (a, b) if a.order < b.order else (b, a)
         return _exits_before(first, second)
+
+    def _correlated_opposites(self, a: Site, b: Site) -> bool:
+        held = {}
+        for guard in a.guards:
+            text, flipped = self.condition(guard.test)
+            held[text] = (guard, guard.negated != flipped)
+        for guard in b.guards:
+            text, flipped = self.condition(guard.test)
+            if text in held and held[text][1] != (guard.negated != flipped) and self._unchanged(held[text][0], guard, a.scope):
+                return True
+        return False
+
+    def condition(self, test: cst.BaseExpression) -> tuple:
+        """A condition's identity and whether it is negated: `not use_amp` is `use_amp` negated,
+        `scaler is None` is `scaler is not None` negated, the same text twice is one condition."""
+        found = self._conditions.get(id(test))
+        if found is None:
+            found = self._conditions[id(test)] = _condition(self.module, test)
+        return found
+
+    def _unchanged(self, first: Guard, second: Guard, scope: Scope) -> bool:
+        """No name the condition reads is assigned between its two tests."""
+        orders = sorted(self.structure.site_of[id(g.test)].order for g in (first, second) if id(g.test) in self.structure.site_of)
+        if len(orders) < 2:
+            return False
+        assigned = self._assignments_in(scope)
+        for name in names_in(first.test):
+            for prefix in _prefixes(name):
+                if any(orders[0] <= order <= orders[1] for order in assigned.get(prefix, ())):
+                    return False
+        return True
+
+    def _assignments_in(self, scope: Scope) -> Dict[str, List[int]]:
+        """Dotted assignment targets of a scope -> orders of the assignments (computed once per scope)."""
+        found = self._assigned.get(id(scope))
+        if found is None:
+            found = self._assigned[id(scope)] = {}
+            for node, site in self.structure.statements_of(scope):
+                for target in _targets(node):
+                    text = dotted(target)
+                    if text:
+                        found.setdefault(text, []).append(site.order)
+        return found
+
+    def runs_only_with(self, later: Site, earlier: Site) -> bool:
+        """`later` runs only in passes where `earlier`'s conditions held: it is under each of them
+        (the same test, or a test of the same unchanged condition with the same polarity)."""
+        held = {(id(g.test), g.negated) for g in later.guards}
+        texts = {}
+        for guard in later.guards:
+            text, flipped = self.condition(guard.test)
+            texts[text] = (guard, guard.negated != flipped)
+        for guard in earlier.guards:
+            if (id(guard.test), guard.negated) in held:
+                continue
+            text, flipped = self.condition(guard.test)
+            match = texts.get(text)
+            if match is None or match[1] != (guard.negated != flipped) or not self._unchanged(guard, match[0], later.scope):
+                return False
+        return True
 
     def same_window(self, update: Site, other: Site) -> bool:
         """`other` runs once per update attempt: under the update's window boundary, if it has one."""
@@ -172,7 +243,7 @@ class ModuleModel:
                 if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
                     keys.add(self.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
         for increment in self.of_kind(COUNTER_INCREMENT) if counters else ():
-            if increment.site.loop is loop and self.window(increment.site) is None and not self.gated(increment.site):
+            if increment.site.loop is loop and self.window(increment.site) is None and not self.gated(increment.site, self.attempt_for(increment)):
                 keys.add(self.roles.key(increment.subject, increment.site.scope))  # type: ignore[arg-type]
         return keys
 
@@ -248,19 +319,39 @@ class ModuleModel:
             elif prefix == "<module>" or owner.name == prefix:
                 yield node, site
 
-    def counter_feeds(self, increment: Event) -> Set[str]:
-        """What an update counter feeds: schedule, lr, checkpoint, eval, stop."""
+    def counter_keys(self, increment: Event) -> Set[str]:
+        """The counter's key and the keys of names computed from it (`epoch = step // per_epoch`)."""
         scope = increment.site.scope
         key = self.roles.key(increment.subject, scope)
         if key is None:
             return set()
-        feeds: Set[str] = set()
         derived = {key}
         for node, site in self.statements_in(scope, key):
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and any(self.mentions(node.value, site.scope, k) for k in derived):
                 target_key = self.roles.key(node.targets[0].target, site.scope)
                 if target_key and target_key != key:
                     derived.add(target_key)
+        return derived
+
+    def repeating_readers(self, increment: Event) -> List[Site]:
+        """Cadence tests in the counter's loop that read it (`if step % eval_every == 0:`): held
+        back on a skipped update, the counter would make them fire again on the next pass."""
+        loop = increment.site.loop
+        derived = self.counter_keys(increment)
+        found = []
+        for node, site in self.structure.statements_of(increment.site.scope):
+            if loop is None or loop not in site.loops or node is increment.node or not _is_cadence(node):
+                continue
+            if any(self.mentions(node, site.scope, k) for k in derived):
+                found.append(site)
+        return found
+
+    def counter_feeds(self, increment: Event) -> Set[str]:
+        """What an update counter feeds: schedule, lr, checkpoint, eval, stop."""
+        derived = self.counter_keys(increment)
+        if not derived:
+            return set()
+        feeds: Set[str] = set()
 
         def reads(expr: cst.CSTNode, s: Scope) -> bool:
             return any(self.mentions(expr, s, k) for k in derived)
@@ -333,7 +424,9 @@ class ModuleModel:
             for guard in site.guards:
                 if id(guard.test) not in seen:
                     seen.add(id(guard.test))
-                    self._kinds[id(guard.test)] = self._kinds_of(guard.test, site.scope)
+                    kinds = self._kinds_of(guard.test, site.scope)
+                    # `if torch.isnan(loss): raise`: the run stops, no update is skipped or counted
+                    self._kinds[id(guard.test)] = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS} if guard.raises else kinds
         # A cadence test that guards the update is the window boundary.
         for step in self.of_kind(*STEPS):
             for guard in step.site.guards:
@@ -346,6 +439,55 @@ class ModuleModel:
 
 
 _EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
+    flipped = False
+    while True:
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, flipped = test.expression, not flipped
+        elif (
+            isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot))
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+        ):
+            flipped ^= isinstance(test.comparisons[0].operator, cst.Is)
+            test = test.left
+        else:
+            break
+    text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
+    return " ".join(text.split()), flipped
+
+
+def _is_cadence(test: cst.CSTNode) -> bool:
+    """`n % k == 0`, `n == k`: true once per value of `n`."""
+    return any(
+        isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
+        or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
+        for sub in walk_expressions(test)
+    ) and isinstance(test, cst.BaseExpression)
+
+
+def _prefixes(name: str) -> List[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _targets(node: cst.CSTNode) -> List[cst.BaseExpression]:
+    if isinstance(node, cst.Assign):
+        found: List[cst.BaseExpression] = []
+        for target in node.targets:
+            stack = [target.target]
+            while stack:
+                current = stack.pop()
+                if isinstance(current, (cst.Tuple, cst.List)):
+                    stack.extend(e.value for e in current.elements)
+                else:
+                    found.append(current)
+        return found
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        return [node.target]
+    return []
 
 
 def _exits_before(first: Site, second: Site) -> bool:
