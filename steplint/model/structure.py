@@ -89,6 +89,7 @@ class Structure:
     for_loops: List[Tuple[cst.For, Site]] = field(default_factory=list)
     while_loops: List[Tuple[cst.While, Site]] = field(default_factory=list)
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
+    holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
 
     def statements_of(self, scope: "Scope") -> List[Tuple[cst.CSTNode, Site]]:
         """(node, site) of one scope's statements, in program order (indexed on first use)."""
@@ -129,7 +130,9 @@ class _Walker:
     def record(self, node: cst.CSTNode, site: Site, scope: Scope) -> None:
         self.structure.statements.append((node, site))
         self.structure.site_of[id(node)] = site
+        holder = self.structure.holder
         for sub in walk_expressions(node):
+            holder.setdefault(id(sub), node)
             if isinstance(sub, cst.Call):
                 self.structure.calls.append((sub, site))
         _bind_names(node, scope)
