@@ -456,6 +456,8 @@ class ModuleModel:
             if event.kind == SCHEDULER_STEP:
                 if isinstance(event.node, cst.Assign):
                     feeds("lr", self.keys_in(event.node.value, s))
+                elif _step_update_does_nothing(event):
+                    continue
                 else:
                     for argument in event.node.args:
                         feeds("schedule", self.keys_in(argument.value, s))
@@ -553,6 +555,13 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
             break
     text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
     return " ".join(text.split()), flipped
+
+
+def _step_update_does_nothing(event: Event) -> bool:
+    """timm's `step_update(n)` moves the LR only for a scheduler built with `t_in_epochs=False`;
+    unless the code shows that, the counter it reads feeds nothing."""
+    func = event.node.func if isinstance(event.node, cst.Call) else None
+    return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
 
 
 def _is_cadence(test: cst.CSTNode) -> bool:

@@ -64,6 +64,8 @@ class Role:
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
+    constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
+    per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
 
 
 def scheduler_named(name: str) -> bool:
@@ -200,11 +202,14 @@ class RoleTable:
         ):
             return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
         if qualified.startswith("torch.optim.lr_scheduler.") and tail[:1].isupper():
-            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau")
-        if (qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail) or (
-            qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler")
-        ):
-            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler")
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified)
+        if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
+            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified)
+        if qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler"):
+            # timm's step_update(n) does nothing unless the scheduler counts updates (t_in_epochs=False)
+            in_epochs = literal(keyword(call, "t_in_epochs"))
+            per_update = (not in_epochs) if isinstance(in_epochs, bool) else (False if keyword(call, "t_in_epochs") is None else ...)
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler", constructor=qualified, per_update=per_update)
         if qualified in ACCELERATOR_CLASSES:
             given = keyword(call, "mixed_precision")
             # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)
