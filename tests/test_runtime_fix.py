@@ -236,3 +236,20 @@ def test_fixed_counter_gates_the_cadence_that_reads_it(tmp_path):
     assert counter == 16 - len(SKIPPED)
     assert fixed.EVALUATED == [4, 8, 12]  # once per committed multiple: a skip does not repeat one
     assert record.committed_lrs() == pytest.approx([BASE_LR * warmup(k) for k in range(16 - len(SKIPPED))])
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("factory", ["lambda", "transformers-shape"])
+def test_scheduler_moved_after_the_update_starts_at_the_first_value(tmp_path, factory):
+    # "transformers-shape": what get_linear_schedule_with_warmup builds, a LambdaLR from 0
+    schedule = warmup if factory == "lambda" else (lambda s: min(1.0, s / WARMUP))
+
+    def used_lrs(module):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=BASE_LR)
+        return module.train(model, optimizer, schedule, [torch.randn(8, 4) for _ in range(12)])
+
+    assert used_lrs(load(LOOPS / "scheduler_first_loop.py")) == pytest.approx([BASE_LR * schedule(k + 1) for k in range(12)])
+    fixed = fixed_copy(tmp_path, "scheduler_first_loop.py")
+    assert used_lrs(load(fixed)) == pytest.approx([BASE_LR * schedule(k) for k in range(12)])
