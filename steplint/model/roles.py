@@ -66,6 +66,7 @@ class Role:
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
     constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
+    positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
 
 
 def scheduler_named(name: str) -> bool:
@@ -201,10 +202,11 @@ class RoleTable:
             and tail not in ("Optimizer", "swa_utils")
         ):
             return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
+        positioned = keyword(call, "last_epoch") is not None and literal(keyword(call, "last_epoch")) != -1
         if qualified.startswith("torch.optim.lr_scheduler.") and tail[:1].isupper():
-            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified)
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned)
         if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
-            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified)
+            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned)
         if qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler"):
             # timm's step_update(n) does nothing unless the scheduler counts updates (t_in_epochs=False)
             in_epochs = literal(keyword(call, "t_in_epochs"))
