@@ -47,14 +47,18 @@ from steplint.rule import Finding, rule
 
 @rule("SL302", "checkpoint-missing-step-state", "Checkpoint omits the scheduler, scaler or update counter", fix=UNSAFE)
 def check(model):
+    reported = set()
     for save in model.of_kind(CHECKPOINT_SAVE):
         checkpoint = model.checkpoint(save)
         if checkpoint is None or OPTIMIZER not in checkpoint.holds:
             continue
         state = model.step_state(save.site.scope)
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
-        if not missing:
+        # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
+        identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), checkpoint.name), tuple(missing))
+        if not missing or identity in reported:
             continue
+        reported.add(identity)
         names = [key.split(":", 1)[1] for _, key in missing]
         listed = ", ".join(f"`{n}`" for n in names)
         message = f"Checkpoint stores the optimizer but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
