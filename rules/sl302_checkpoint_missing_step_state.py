@@ -35,7 +35,9 @@ saves every registered object), and when the LR is computed from a counter that 
 
 ## Fix safety
 Unsafe: the fix adds the missing entries, which changes the checkpoint's format; code that reads
-these files elsewhere may expect the old keys only.
+these files elsewhere may expect the old keys only. An object that is `None` in some runs (a scaler
+built only with AMP, an optional scheduler) is stored as
+`scaler.state_dict() if scaler is not None else None`.
 """
 
 import libcst as cst
@@ -68,14 +70,16 @@ def check(model):
 OPTIMIZER = "optimizer"
 
 
-def _entry(kind, key):
+def _entry(model, kind, key):
     text = key.split(":", 1)[1]
     value = text if kind == "counter" else f"{text}.state_dict()"
+    if kind != "counter" and key in model.roles.maybe_none:  # `None` in fp32 runs or without a schedule
+        value = f"{value} if {text} is not None else None"
     return text.split(".")[-1], value
 
 
 def _add_entries(model, checkpoint, missing):
-    entries = [_entry(kind, key) for kind, key in missing]
+    entries = [_entry(model, kind, key) for kind, key in missing]
     if any(name in checkpoint.entries for name, _ in entries):
         return None
     title = "Add " + ", ".join(f'"{n}"' for n, _ in entries) + " to the checkpoint"

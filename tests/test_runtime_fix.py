@@ -253,3 +253,35 @@ def test_scheduler_moved_after_the_update_starts_at_the_first_value(tmp_path, fa
     assert used_lrs(load(LOOPS / "scheduler_first_loop.py")) == pytest.approx([BASE_LR * schedule(k + 1) for k in range(12)])
     fixed = fixed_copy(tmp_path, "scheduler_first_loop.py")
     assert used_lrs(load(fixed)) == pytest.approx([BASE_LR * schedule(k) for k in range(12)])
+
+
+def _optional_trainer(module, amp, seed=0):
+    torch.manual_seed(seed)
+    return module.Trainer(torch.nn.Linear(4, 1), amp)
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32-no-scaler", "amp"])
+def test_checkpoint_fix_handles_an_absent_scaler_and_old_checkpoints(tmp_path, amp):
+    unfixed = load(LOOPS / "optional_checkpoint_loop.py")
+    fixed = load(fixed_copy(tmp_path, "optional_checkpoint_loop.py"))
+    batches = [torch.randn(8, 4) for _ in range(6)]
+
+    # a checkpoint written before the fix still resumes after it: the new entries are optional
+    old = _optional_trainer(unfixed, amp)
+    old.train(batches)
+    old.save(tmp_path / "old.pt")
+    _optional_trainer(fixed, amp).load(tmp_path / "old.pt")
+
+    # the fixed checkpoint restores the schedule (and the loss scale, where there is a scaler)
+    trainer = _optional_trainer(fixed, amp)
+    trainer.train(batches)
+    trainer.save(tmp_path / "new.pt")
+    resumed = _optional_trainer(fixed, amp, seed=1)
+    resumed.load(tmp_path / "new.pt")
+    assert resumed.scheduler.last_epoch == trainer.scheduler.last_epoch == 6
+    assert resumed.optimizer.param_groups[0]["lr"] == trainer.optimizer.param_groups[0]["lr"]
+    if amp:
+        assert resumed.scaler.get_scale() == trainer.scaler.get_scale()
+    else:
+        assert resumed.scaler is None

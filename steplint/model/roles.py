@@ -87,6 +87,7 @@ class RoleTable:
         self.roles: Dict[str, Role] = {}
         self.foreign: set = set()
         self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
+        self.maybe_none: set = set()  # keys that hold None on some path (`scaler = GradScaler() if amp else None`)
         self._functions = {s.name: s for s in structure.scopes}
         self._infer()
 
@@ -140,6 +141,8 @@ class RoleTable:
         for scope in self.structure.scopes:
             for param in scope.params:
                 self._set(self.key(param.name, scope), self._annotation_role(param.annotation, scope))
+                if _is_none(param.default):
+                    self.maybe_none.add(self.key(param.name, scope))
         if self.declared:
             self._declared_roles()
         for _ in range(4):  # flow through assignments and calls converges in a few rounds
@@ -228,6 +231,10 @@ class RoleTable:
             return self.of(value, scope)
         if isinstance(value, cst.Call):
             return self.constructed(value, scope)
+        if isinstance(value, cst.IfExp):  # `GradScaler() if amp else None`: the object, when there is one
+            roles = [self.value_role(v, scope) for v in (value.body, value.orelse) if not _is_none(v)]
+            kinds = {r.kind for r in roles if r is not None}
+            return roles[0] if len(kinds) == 1 and all(r is not None for r in roles) else None
         return None
 
     def _assignment(self, node: cst.CSTNode, scope: Scope) -> bool:
@@ -242,6 +249,8 @@ class RoleTable:
         else:
             return False
         changed = False
+        if _is_none(value) or isinstance(value, cst.IfExp) and (_is_none(value.body) or _is_none(value.orelse)):
+            self.maybe_none.update(self.key(t, scope) for t in targets)
         for target in targets:
             for element, role in self._unpack(target, value, scope):
                 key = self.key(element, scope)
@@ -366,3 +375,7 @@ class RoleTable:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
             return self._functions.get(f"{scope.class_name}.{func.attr.value}")
         return None
+
+
+def _is_none(expr: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
