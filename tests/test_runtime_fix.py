@@ -152,10 +152,13 @@ def _clip_run(module, max_norm):
 
 
 @pytest.mark.runtime
-def test_clip_fix_clips_the_unscaled_gradients(tmp_path):
-    before, expected, _ = _clip_run(load(LOOPS / "clip_loop.py"), max_norm=1.0)
+@pytest.mark.parametrize("name", ["clip_loop.py", "late_unscale_loop.py"], ids=["insert-unscale", "move-unscale"])
+def test_clip_fix_clips_the_unscaled_gradients(tmp_path, name):
+    before, expected, _ = _clip_run(load(LOOPS / name), max_norm=1.0)
     assert before == pytest.approx(expected * 65536.0, rel=1e-4)  # clipped the scaled norm
-    after, expected, _ = _clip_run(load(fixed_copy(tmp_path, "clip_loop.py")), max_norm=1.0)
+    fixed = fixed_copy(tmp_path, name)
+    assert fixed.read_text().count("unscale_(") == 1  # moved, never doubled (a second call raises)
+    after, expected, _ = _clip_run(load(fixed), max_norm=1.0)
     assert after == pytest.approx(expected, rel=1e-5)
 
 
