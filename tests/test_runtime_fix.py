@@ -288,3 +288,26 @@ def test_checkpoint_fix_handles_an_absent_scaler_and_old_checkpoints(tmp_path, a
         assert resumed.scaler.get_scale() == trainer.scaler.get_scale()
     else:
         assert resumed.scaler is None
+
+
+@pytest.mark.runtime
+def test_each_scheduler_follows_its_own_optimizer_when_they_share_a_scaler(tmp_path):
+    def steps(module):
+        torch.manual_seed(0)
+        a, b = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)
+        calls = [0]
+
+        def poison(grad):  # only `a` overflows, in its 1st and 4th pass
+            calls[0] += 1
+            return torch.full_like(grad, float("inf")) if calls[0] in (1, 4) else grad
+
+        a.weight.register_hook(poison)
+        opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu")
+        batches = [torch.randn(8, 4) for _ in range(8)]
+        return module.train(opt_a, opt_b, scaler, batches, lambda x: a(x).pow(2).mean(), lambda x: b(x).pow(2).mean())
+
+    assert steps(load(LOOPS / "gan_loop.py")) == (8, 8)  # both count a's skipped updates
+    fixed = fixed_copy(tmp_path, "gan_loop.py")
+    assert "if opt_a_committed:" in fixed.read_text() and "if opt_b_committed:" in fixed.read_text()
+    assert steps(load(fixed)) == (6, 8)  # a's schedule skips a's two skipped updates, b's does not

@@ -228,10 +228,21 @@ class ModuleModel:
             u for u in self._same_iteration_events(event.site, (SKIPPABLE_STEP,))
             if not self.exclusive(u.site, event.site) and self.same_window(u.site, event.site)
         ]
+        paired = self._own_updates(event, candidates)
+        if paired is not None:
+            candidates = paired
         before = [u for u in candidates if u.order < event.order]
         if before:
             return before[-1]
         return None if before_only or not candidates else candidates[0]
+
+    def _own_updates(self, event: Event, candidates: List[Event]) -> Optional[List[Event]]:
+        """A scheduler follows the update of the optimizer it was built on (two optimizers sharing
+        one scaler, GAN-style): None when the code does not say which optimizer that is."""
+        optimizer = event.role.optimizer if event.kind == SCHEDULER_STEP and event.role is not None else None
+        if optimizer is None or optimizer.split(":", 1)[0] not in (event.site.scope.name, "<module>", f"class {event.site.scope.class_name}"):
+            return None
+        return [u for u in candidates if u.optimizer is not None and self.roles.key(u.optimizer, u.site.scope) == optimizer]
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""

@@ -67,6 +67,7 @@ class Role:
     constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
     positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
+    optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it
 
 
 def scheduler_named(name: str) -> bool:
@@ -206,10 +207,12 @@ class RoleTable:
         ):
             return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
         positioned = keyword(call, "last_epoch") is not None and literal(keyword(call, "last_epoch")) != -1
+        given = keyword(call, "optimizer") or next(iter(positional(call)), None)
+        optimizer = self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None
         if qualified.startswith("torch.optim.lr_scheduler.") and tail[:1].isupper():
-            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned)
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned, optimizer=optimizer)
         if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
-            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned)
+            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned, optimizer=optimizer)
         if qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler"):
             # timm's step_update(n) does nothing unless the scheduler counts updates (t_in_epochs=False)
             in_epochs = literal(keyword(call, "t_in_epochs"))
