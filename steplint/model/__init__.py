@@ -242,7 +242,8 @@ class ModuleModel:
         optimizer = event.role.optimizer if event.kind == SCHEDULER_STEP and event.role is not None else None
         if optimizer is None or optimizer.split(":", 1)[0] not in (event.site.scope.name, "<module>", f"class {event.site.scope.class_name}"):
             return None
-        return [u for u in candidates if u.optimizer is not None and self.roles.key(u.optimizer, u.site.scope) == optimizer]
+        # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
+        return [u for u in candidates if u.optimizer is None or self.roles.key(u.optimizer, u.site.scope) == optimizer]
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
