@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,7 +39,7 @@ from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO,
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
-from steplint.model.syntax import ImportMap, dotted, forget_children, names_in, walk_expressions
+from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, names_in, walk_expressions
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -193,7 +194,7 @@ class ModuleModel:
         found = self._assigned.get(id(scope))
         if found is None:
             found = self._assigned[id(scope)] = {}
-            for node, site in self.structure.statements_of(scope):
+            for node, site in self.statements_of(scope):
                 for target in _targets(node):
                     text = dotted(target)
                     if text:
@@ -438,7 +439,7 @@ class ModuleModel:
         loop = increment.site.loop
         derived = self.derived_keys(increment)
         found = []
-        for node, site in self.structure.statements_of(increment.site.scope):
+        for node, site in self.statements_of(increment.site.scope):
             if loop is None or loop not in site.loops or node is increment.node or not _is_cadence(node):
                 continue
             if any(self.mentions(node, site.scope, k) for k in derived):
@@ -446,12 +447,31 @@ class ModuleModel:
         return found
 
     def counter_feeds(self, increment: Event) -> Set[str]:
-        """What an update counter feeds: schedule, lr, checkpoint, eval, stop."""
+        """What an update counter feeds: schedule, lr, checkpoint, eval, stop. A counter that is
+        also the data position (`sample_start = step * batch_size`) is saved to resume the data
+        where it was, in batches, skipped updates included: that checkpoint entry is not a feed."""
         derived = self.derived_keys(increment)
         feeds: Set[str] = set()
         for k in derived:
             feeds |= self._fed_by_key.get(k, set())
+        if not derived.isdisjoint(self._data_positions):
+            feeds.discard("checkpoint")
         return frozenset(feeds)
+
+    @cached_property
+    def _data_positions(self) -> Set[str]:
+        """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
+        sampler or loader to skip what was consumed (`skip_first_batches(loader, step)`)."""
+        found: Set[str] = set()
+        for node, site in self.structure.statements:
+            for sub in walk_expressions(node):
+                if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Multiply):
+                    for side, other in ((sub.left, sub.right), (sub.right, sub.left)):
+                        if isinstance(side, (cst.Name, cst.Attribute)) and _DATA_SIZE.search(" ".join(names_in(other))):
+                            found.add(self.roles.key(side, site.scope) or "")
+                elif isinstance(sub, cst.Call) and _DATA_SKIP.search(last_name(sub.func) or ""):
+                    found.update(self.keys_in(sub, site.scope))
+        return found
 
     @cached_property
     def _fed_by_key(self) -> Dict[str, Set[str]]:
@@ -567,6 +587,10 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
             break
     text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
     return " ".join(text.split()), flipped
+
+
+_DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
+_DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
 
 
 def _step_update_does_nothing(event: Event) -> bool:

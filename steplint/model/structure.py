@@ -91,15 +91,6 @@ class Structure:
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
     holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
 
-    def statements_of(self, scope: "Scope") -> List[Tuple[cst.CSTNode, Site]]:
-        """(node, site) of one scope's statements, in program order (indexed on first use)."""
-        if not hasattr(self, "_by_scope"):
-            by_scope: Dict[int, List[Tuple[cst.CSTNode, Site]]] = {}
-            for node, site in self.statements:
-                by_scope.setdefault(id(site.scope), []).append((node, site))
-            self._by_scope = by_scope
-        return self._by_scope.get(id(scope), [])
-
 
 def walk_module(module: cst.Module) -> Structure:
     walker = _Walker()
