@@ -103,7 +103,8 @@ def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
     report = checked_text(path, file.text, settings, mode)
     if len(file.text) > MAX_ANALYSED_CHARS:
-        report.warning = f"not analysed: {len(file.text) / 1e6:.1f} million characters, over the {MAX_ANALYSED_CHARS / 1e6:.0f} million steplint analyses (generated code or data?); Python's syntax check ran"
+        report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
+                          " steplint analyses (generated code or data?); only Python's syntax check ran")
     if report.text == file.text or mode.diff:
         return report
     try:
