@@ -458,6 +458,19 @@ class ModuleModel:
             feeds.discard("checkpoint")
         return frozenset(feeds)
 
+    def ends_early_before(self, site: Site) -> bool:
+        """A `continue` earlier in the same pass of the same loop, inside a nested branch
+        (`else: ...; if (i + 1) % accum: continue`): what follows may run once per window only."""
+        return any(order < site.order for order in self._continues.get((id(site.scope), id(site.loop)), ()))
+
+    @cached_property
+    def _continues(self) -> Dict[tuple, List[int]]:
+        found: Dict[tuple, List[int]] = defaultdict(list)
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Continue):
+                found[(id(site.scope), id(site.loop))].append(site.order)
+        return found
+
     @cached_property
     def positioned_by_assignment(self) -> Set[str]:
         """Schedulers put back at the resumed position by hand: `scheduler.last_epoch = start - 1`."""
