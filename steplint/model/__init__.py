@@ -221,7 +221,14 @@ class ModuleModel:
     def same_window(self, update: Site, other: Site) -> bool:
         """`other` runs once per update attempt: under the update's window boundary, if it has one."""
         boundary = self.window(update)
-        return boundary is None or any(g is boundary or g.test is boundary.test and g.negated == boundary.negated for g in other.guards)
+        if boundary is None:
+            return True
+        text, flipped = self.condition(boundary.test)
+        return any(
+            g is boundary or g.test is boundary.test and g.negated == boundary.negated
+            or self.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self._unchanged(boundary, g, update.scope)
+            for g in other.guards
+        )
 
     def attempt_for(self, event: Event, before_only: bool = True) -> Optional[Event]:
         """The skippable update that `event` follows in the same iteration and window, if any."""
@@ -581,12 +588,20 @@ class ModuleModel:
                     kinds = self._kinds_of(guard.test, site.scope)
                     # `if torch.isnan(loss): raise`: the run stops, no update is skipped or counted
                     self._kinds[id(guard.test)] = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS} if guard.raises else kinds
-        # A cadence test that guards the update is the window boundary.
+        # A cadence test that guards the update is the window boundary, and so is a second test of
+        # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
+        windows = set()
         for step in self.of_kind(*STEPS):
             for guard in step.site.guards:
                 kinds = self._kinds[id(guard.test)]
                 if MODULO in kinds:
                     self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
+                    windows.add((id(step.site.scope), self.condition(guard.test)[0]))
+        if windows:
+            for _, site in self.structure.statements:
+                for guard in site.guards:
+                    if (id(site.scope), self.condition(guard.test)[0]) in windows:
+                        self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
 
     def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
         return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
