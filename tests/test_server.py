@@ -82,7 +82,9 @@ def recording_client() -> LanguageClient:
     return client
 
 
-SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "steplint", "server"], client_factory=recording_client)
+# The console script users run; the alias `lsp` through `python -m steplint` below.
+SERVER = ClientServerConfig(server_command=[str(Path(sys.executable).with_name("steplint")), "server"], client_factory=recording_client)
+ALIAS = ClientServerConfig(server_command=[sys.executable, "-m", "steplint", "lsp"], client_factory=recording_client)
 
 
 class Editor:
@@ -197,6 +199,17 @@ def editor(client: LanguageClient) -> Editor:
     return found
 
 
+@pytest_lsp.fixture(config=ALIAS)
+async def client_with_options(lsp_client: LanguageClient, tmp_path: Path):
+    """Neovim's way to pass settings: `init_options = { settings = { ... } }`."""
+    options = {"settings": {"select": ["SL1"], "fixAll": False, "severity": "hint", "logLevel": "debug", "showSyntaxErrors": "no"}}
+    params = types.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=tmp_path.as_uri(), initialization_options=options)
+    lsp_client.initialize_result = await lsp_client.initialize_session(params)
+    lsp_client.kind, lsp_client.root = "neovim", tmp_path
+    yield
+    await lsp_client.shutdown_session()
+
+
 def codes(diagnostics) -> List[str]:
     return sorted(str(d.code) for d in diagnostics)
 
@@ -267,7 +280,7 @@ async def test_configuration_change_applies_at_once(editor: Editor):
             if len(editor.client.published) > before[0]:
                 break
             await asyncio.sleep(0.01)
-        assert editor.client.published[-1].uri == uri and editor.client.published[-1].diagnostics == []
+        assert editor.client.published[-1].uri == uri and list(editor.client.published[-1].diagnostics) == []
 
     editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"steplint": {"ignore": []}}))
     editor.change(uri, TRAINING)  # a new version, so the push or pull below is the new settings'
@@ -285,7 +298,8 @@ async def test_project_configuration_is_read_and_reloaded(editor: Editor):
     assert await editor.diagnostics(uri) == []
     if editor.kind.startswith("visual-studio-code"):  # it registers watchers dynamically; Neovim cannot
         (registration,) = editor.client.registrations
-        patterns = {w.glob_pattern for w in registration.register_options.watchers}
+        assert registration.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+        patterns = {w["globPattern"] for w in registration.register_options["watchers"]}
         assert {"**/pyproject.toml", "**/steplint.toml"} <= patterns
     else:
         assert editor.client.registrations == []
@@ -323,7 +337,7 @@ async def test_syntax_error_while_typing(editor: Editor):
 
 async def test_two_documents_and_closing_one(editor: Editor):
     first = editor.open("train.py", TRAINING)
-    second = editor.open("finetune.py", TRAINING.replace("scheduler", "lr_schedule"))
+    second = editor.open("finetune.py", TRAINING.replace("scheduler =", "lr_schedule =").replace("scheduler.step", "lr_schedule.step"))
     assert codes(await editor.diagnostics(first)) == ["SL101"]
     (other,) = await editor.diagnostics(second)
     assert other.code == "SL101" and "lr_schedule" in other.message
@@ -331,7 +345,7 @@ async def test_two_documents_and_closing_one(editor: Editor):
     editor.change(first, TRAINING + "\n")
     assert codes(await editor.diagnostics(first)) == ["SL101"]
     if not editor.pull:
-        assert [p for p in editor.client.published if p.uri == second][-1].diagnostics == []
+        assert list([p for p in editor.client.published if p.uri == second][-1].diagnostics) == []
 
 
 async def test_rapid_changes_publish_the_latest_version(editor: Editor):
@@ -375,3 +389,15 @@ async def test_shutdown_and_exit(editor: Editor):
     await editor.client.shutdown_session()
     assert editor.client._server.returncode == 0
     editor.client.capabilities = None  # shut down already: the fixture has nothing left to do
+
+
+async def test_initialization_options(client_with_options: LanguageClient):
+    editor = Editor(client_with_options, client_with_options.root, "neovim")
+    editor.encoding = client_with_options.initialize_result.capabilities.position_encoding
+    uri = editor.open("train.py", TRAINING)
+    (diagnostic,) = await editor.diagnostics(uri)
+    assert diagnostic.code == "SL101" and diagnostic.severity == types.DiagnosticSeverity.Hint
+    assert await editor.actions(uri, [diagnostic], only=["source"]) == []  # fixAll: false
+    assert len(await editor.actions(uri, [diagnostic])) == 2  # the quick fix and the noqa stay
+    warnings = [m.message for m in editor.client.log_messages if m.type == types.MessageType.Warning]
+    assert warnings == ["setting showSyntaxErrors: cannot use 'no'"]
