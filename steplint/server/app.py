@@ -61,7 +61,7 @@ class SteplintServer(LanguageServer):
         self.generation = 0
         self.pull = False  # the client pulls diagnostics; nothing is pushed
         self.engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steplint-engine")
-        self.linted: Dict[str, Tuple[Tuple[Any, ...], "asyncio.Future[Linted]"]] = {}
+        self.computed: Dict[Tuple[str, str], Tuple[Tuple[Any, ...], asyncio.Future]] = {}  # (kind, uri) -> (key, answer)
         self.pending: Dict[str, None] = {}  # documents to lint and publish, oldest first
         self.publisher: Optional[asyncio.Task] = None
         self.reported: set = set()  # configuration errors already shown to the user
@@ -122,30 +122,52 @@ class SteplintServer(LanguageServer):
     def is_python(self, document) -> bool:
         return document.language_id == "python" or (document.filename or "").endswith(PYTHON_SUFFIXES)
 
-    async def lint(self, uri: str) -> Optional[Linted]:
-        """The diagnostics of the document's current text, computed once per version and settings."""
+    def snapshot(self, uri: str):
+        """(document, text, key) of an open document's current text; None when it is not open."""
         document = self.open_document(uri)
         if document is None or self.documents is None:
             return None
         text = document.source
-        key = (document.version, self.generation, hash(text))
-        cached = self.linted.get(uri)
+        return document, text, (document.version, self.generation, hash(text))
+
+    def once(self, kind: str, uri: str, key, compute: Callable[[], Any]) -> "asyncio.Future":
+        """The engine's answer for this document version and settings, computed once: a pull, a
+        push and a code action on the same version share it."""
+        cached = self.computed.get((kind, uri))
         if cached is not None and cached[0] == key:
-            return await cached[1]
+            return cached[1]
+        future = self.loop.run_in_executor(self.engine, compute)
+        self.computed[(kind, uri)] = (key, future)
+        return future
+
+    async def lint(self, uri: str) -> Optional[Linted]:
+        """The diagnostics of the document's current text."""
+        found = self.snapshot(uri)
+        if found is None:
+            return None
+        document, text, key = found
         if not self.is_python(document):
-            done = self.loop.create_future()
-            done.set_result(Linted(key, [], False))
-            future = done
-        else:
-            path = self.path_of(document)
-            settings = self.documents.settings_for(path)
-            self.report_configuration_errors()
-            if to_fs_path(uri) and settings.excluded(path):
-                settings = None
-            units = self.workspace.position_codec.client_num_units
-            future = self.loop.run_in_executor(self.engine, functools.partial(_lint, path, text, key, settings, self.editor, units))
-        self.linted[uri] = (key, future)
-        return await future
+            return Linted(key, [], False)
+        path = self.path_of(document)
+        settings = self.documents.settings_for(path)
+        self.report_configuration_errors()
+        if to_fs_path(uri) and settings.excluded(path):
+            return Linted(key, [], False)
+        units = self.workspace.position_codec.client_num_units
+        return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units))
+
+    async def fix_all_edits(self, uri: str) -> Optional[List[Dict[str, Any]]]:
+        """The edit that `steplint check --fix` would make to the current text (None: nothing to fix)."""
+        found = self.snapshot(uri)
+        if found is None or not self.is_python(found[0]):
+            return None
+        document, text, key = found
+        path = self.path_of(document)
+        settings = self.documents.settings_for(path)
+        fixed = await self.once("fix", uri, key, functools.partial(fix_source, path, text, settings, self.editor.unsafe_fixes))
+        if fixed.text == text:
+            return None
+        return [whole_text_edit(text, fixed.text, self.workspace.position_codec.client_num_units)]
 
     def schedule(self, uri: str, delay: float) -> None:
         """Lint and publish the document soon; the latest version wins."""
@@ -170,7 +192,8 @@ class SteplintServer(LanguageServer):
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=linted.diagnostics, version=document.version))
 
     def forget(self, uri: str) -> None:
-        self.linted.pop(uri, None)
+        for kind in ("lint", "fix"):
+            self.computed.pop((kind, uri), None)
         self.pending.pop(uri, None)
 
     def republish_dependents(self, changed_uri: str) -> None:
@@ -180,7 +203,7 @@ class SteplintServer(LanguageServer):
         engine reads other modules, this is every other open Python document."""
         dependents = [uri for uri, d in self.workspace.text_documents.items() if uri != changed_uri and self.is_python(d)]
         for uri in dependents:
-            self.linted.pop(uri, None)
+            self.computed.pop(("lint", uri), None)
         if self.pull:
             if dependents and self.client_can("workspace", "diagnostics", "refresh_support"):
                 self.workspace_diagnostic_refresh(None)
@@ -188,23 +211,9 @@ class SteplintServer(LanguageServer):
         for uri in dependents:
             self.schedule(uri, 0)
 
-    async def fix_all_edits(self, uri: str) -> Optional[List[Dict[str, Any]]]:
-        """The edit that `steplint check --fix` would make to the current text (None: nothing to fix)."""
-        document = self.open_document(uri)
-        if document is None or not self.is_python(document):
-            return None
-        text, path = document.source, self.path_of(document)
-        settings = self.documents.settings_for(path)
-        fixed = await self.loop.run_in_executor(self.engine, functools.partial(fix_source, path, text, settings, self.editor.unsafe_fixes))
-        if fixed.text == text:
-            return None
-        return [whole_text_edit(text, fixed.text, self.workspace.position_codec.client_num_units)]
-
 
 def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int]) -> Linted:
     """Runs on the engine thread: diagnostics in LSP terms, with their fix and noqa edits."""
-    if settings is None:  # excluded by the configuration
-        return Linted(key, [], False)
     try:
         found = lint_source(path, text, settings)
         if not editor.show_syntax_errors:
