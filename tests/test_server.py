@@ -42,6 +42,9 @@ TRAINING = textwrap.dedent(
     '''
 )
 SCHEDULER_ROW = 13  # 0-based line of `scheduler.step()`
+# An update counter that ends the run, counting skipped updates too: SL102, whose fix is unsafe
+# (gating it makes the run longer by the skipped updates).
+WITH_COUNTER = TRAINING.replace("\nfor inputs", "\nupdates = 0\nfor inputs") + "    updates += 1\n    if updates >= 1000:\n        break\n"
 WAIT = 60  # seconds; generous for a machine shared by many sessions, never a latency assertion
 
 
@@ -335,12 +338,21 @@ async def test_syntax_error_while_typing(editor: Editor):
     assert codes(await editor.diagnostics(uri)) == ["SL101"]
 
 
+@pytest.mark.parametrize("client", ["visual-studio-code", "neovim"], indirect=True)
 async def test_two_documents_and_closing_one(editor: Editor):
     first = editor.open("train.py", TRAINING)
     second = editor.open("finetune.py", TRAINING.replace("scheduler =", "lr_schedule =").replace("scheduler.step", "lr_schedule.step"))
     assert codes(await editor.diagnostics(first)) == ["SL101"]
     (other,) = await editor.diagnostics(second)
     assert other.code == "SL101" and "lr_schedule" in other.message
+    # Saving a module re-publishes the open documents that may depend on it (today: all of them).
+    published = len([p for p in editor.client.published if p.uri == second])
+    editor.client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=first)))
+    for _ in range(WAIT * 100):
+        if len([p for p in editor.client.published if p.uri == second]) > published:
+            break
+        await asyncio.sleep(0.01)
+    assert editor.client.published[-1].uri in (first, second) and [p.uri for p in editor.client.published].count(second) > published
     editor.client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=second)))
     editor.change(first, TRAINING + "\n")
     assert codes(await editor.diagnostics(first)) == ["SL101"]
@@ -364,6 +376,7 @@ async def test_rapid_changes_publish_the_latest_version(editor: Editor):
         assert versions == sorted(versions) and versions[-1] == editor.versions[uri]
 
 
+@pytest.mark.parametrize("client", ["visual-studio-code"], indirect=True)  # nothing here depends on the client
 async def test_odd_documents_and_internal_errors_do_not_stop_the_server(editor: Editor):
     binaryish = editor.open("blob.py", "scaler.step(opt)\n\x00\x01\x02\ufffd" * 2000)
     assert codes(await editor.diagnostics(binaryish)) in ([], ["SL001"])
@@ -383,6 +396,7 @@ async def test_odd_documents_and_internal_errors_do_not_stop_the_server(editor: 
     assert any(a.title.startswith("steplint (SL101)") for a in actions)
 
 
+@pytest.mark.parametrize("client", ["visual-studio-code", "neovim"], indirect=True)
 async def test_shutdown_and_exit(editor: Editor):
     uri = editor.open("train.py", TRAINING)
     await editor.diagnostics(uri)
@@ -401,3 +415,25 @@ async def test_initialization_options(client_with_options: LanguageClient):
     assert len(await editor.actions(uri, [diagnostic])) == 2  # the quick fix and the noqa stay
     warnings = [m.message for m in editor.client.log_messages if m.type == types.MessageType.Warning]
     assert warnings == ["setting showSyntaxErrors: cannot use 'no'"]
+
+
+@pytest.mark.parametrize("client", ["visual-studio-code", "neovim"], indirect=True)
+async def test_unsafe_fixes_one_at_a_time_and_in_fix_all_only_when_asked(editor: Editor):
+    uri = editor.open("train.py", WITH_COUNTER)
+    diagnostics = await editor.diagnostics(uri)
+    assert codes(diagnostics) == ["SL101", "SL102"]
+    counter = next(d for d in diagnostics if d.code == "SL102")
+    (unsafe,) = [a for a in await editor.actions(uri, [counter], only=["quickfix"]) if "Disable" not in a.title]
+    assert unsafe.title.startswith("steplint (SL102): ") and not unsafe.is_preferred
+
+    path = str(editor.root / "train.py")
+    (fix_all,) = await editor.actions(uri, diagnostics, only=["source.fixAll"])
+    assert await editor.apply(uri, fix_all) == fix_source(path, WITH_COUNTER, Settings()).text
+    assert codes(await editor.diagnostics(uri)) == ["SL102"]
+
+    editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"steplint": {"unsafeFixes": True}}))
+    editor.change(uri, WITH_COUNTER)
+    diagnostics = await editor.diagnostics(uri)
+    (fix_all,) = await editor.actions(uri, diagnostics, only=["source.fixAll"])
+    assert await editor.apply(uri, fix_all) == fix_source(path, WITH_COUNTER, Settings(), unsafe_fixes=True).text
+    assert await editor.diagnostics(uri) == []
