@@ -205,7 +205,7 @@ def editor(client: LanguageClient) -> Editor:
 @pytest_lsp.fixture(config=ALIAS)
 async def client_with_options(lsp_client: LanguageClient, tmp_path: Path):
     """Neovim's way to pass settings: `init_options = { settings = { ... } }`."""
-    options = {"settings": {"select": ["SL1"], "fixAll": False, "severity": "hint", "logLevel": "debug", "showSyntaxErrors": "no"}}
+    options = {"settings": {"select": ["SL1"], "fixAll": False, "severity": "hint", "logLevel": "debug", "showSyntaxErrors": "no", "ignore": ["SL9"]}}
     params = types.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=tmp_path.as_uri(), initialization_options=options)
     lsp_client.initialize_result = await lsp_client.initialize_session(params)
     lsp_client.kind, lsp_client.root = "neovim", tmp_path
@@ -414,7 +414,10 @@ async def test_initialization_options(client_with_options: LanguageClient):
     assert await editor.actions(uri, [diagnostic], only=["source"]) == []  # fixAll: false
     assert len(await editor.actions(uri, [diagnostic])) == 2  # the quick fix and the noqa stay
     warnings = [m.message for m in editor.client.log_messages if m.type == types.MessageType.Warning]
-    assert warnings == ["setting showSyntaxErrors: cannot use 'no'"]
+    assert sorted(warnings) == [
+        "editor settings: ignore: unknown rule code or prefix 'SL9'",
+        "setting showSyntaxErrors: expected true or false, got 'no'",
+    ]
 
 
 @pytest.mark.parametrize("client", ["visual-studio-code", "neovim"], indirect=True)

@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -214,6 +215,7 @@ class SteplintServer(LanguageServer):
 
 def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int]) -> Linted:
     """Runs on the engine thread: diagnostics in LSP terms, with their fix and noqa edits."""
+    started = time.perf_counter()
     try:
         found = lint_source(path, text, settings)
         if not editor.show_syntax_errors:
@@ -221,7 +223,9 @@ def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Ca
         source = Source(path, text)
         noqa_comments = comments(source) if any(d.code not in (SYNTAX_ERROR, UNUSED_NOQA) for d in found) else _NO_COMMENTS
         fixable = any(d.fix is not None and d.fix.applies(editor.unsafe_fixes) for d in found)
-        return Linted(key, lsp_diagnostics(source, found, noqa_comments, key[0], editor.severity, units), fixable)
+        linted = Linted(key, lsp_diagnostics(source, found, noqa_comments, key[0], editor.severity, units), fixable)
+        log.debug("linted %s version %s: %d diagnostics in %.0f ms", path, key[0], len(found), 1000 * (time.perf_counter() - started))
+        return linted
     except Exception:
         log.exception("internal error while linting %s; please report it", path)
         return Linted(key, [], False)

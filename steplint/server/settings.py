@@ -10,25 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, fields, replace
-from typing import Any, List, Mapping, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from steplint.config import ConfigError, Overrides, Resolver, Settings, find_config, load_config
+from steplint.config import ConfigError, Overrides, Resolver, Settings, expand, find_config, load_config
 from steplint.server.convert import SEVERITIES
 
 LOG_LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "warning": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
-# The editor's names (camelCase, as editors spell settings) for the fields below.
-_KEYS = {
-    "configuration": "configuration",
-    "select": "select",
-    "ignore": "ignore",
-    "extendSelect": "extend_select",
-    "fixAll": "fix_all",
-    "unsafeFixes": "unsafe_fixes",
-    "showSyntaxErrors": "show_syntax_errors",
-    "severity": "severity",
-    "logLevel": "log_level",
-}
 
 
 @dataclass(frozen=True)
@@ -44,9 +32,54 @@ class EditorSettings:
     log_level: str = "info"
 
 
+def _codes(value: Any, key: str) -> Tuple[str, ...]:
+    """Rule codes or prefixes: a list, or one comma-separated string; each must name a rule."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"setting {key}: expected a list of rule codes, got {value!r}")
+    codes = tuple(c.strip() for v in values for c in v.split(",") if c.strip())
+    expand(codes, key, "editor settings")
+    return codes
+
+
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"setting {key}: expected true or false, got {value!r}")
+    return value
+
+
+def _path(value: Any, key: str) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"setting {key}: expected a file path, got {value!r}")
+    return value or None
+
+
+def _one_of(choices):
+    def check(value: Any, key: str) -> str:
+        if value not in choices:
+            raise ConfigError(f"setting {key}: expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return check
+
+
+# The editor's names (camelCase, as editors spell settings): the field each sets and its check.
+_SETTINGS = {
+    "configuration": ("configuration", _path),
+    "select": ("select", _codes),
+    "ignore": ("ignore", _codes),
+    "extendSelect": ("extend_select", _codes),
+    "fixAll": ("fix_all", _flag),
+    "unsafeFixes": ("unsafe_fixes", _flag),
+    "showSyntaxErrors": ("show_syntax_errors", _flag),
+    "severity": ("severity", _one_of(tuple(SEVERITIES))),
+    "logLevel": ("log_level", _one_of(tuple(LOG_LEVELS))),
+}
+
+
 def editor_settings(options: Any, current: EditorSettings = EditorSettings()) -> Tuple[EditorSettings, List[str]]:
-    """Settings updated from what the editor sent, and a message per value that was not understood
-    (a wrong value keeps the current one)."""
+    """Settings updated from what the editor sent, and a message per value that cannot be used
+    (such a value keeps the current one). Unknown keys are other tools' business."""
     if not isinstance(options, Mapping):
         return current, []
     for wrapper in ("steplint", "settings"):
@@ -54,30 +87,13 @@ def editor_settings(options: Any, current: EditorSettings = EditorSettings()) ->
             options = options[wrapper]
     problems: List[str] = []
     changes = {}
-    types_of = {f.name: f.type for f in fields(EditorSettings)}
     for key, value in options.items():
-        name = _KEYS.get(key)
-        if name is None:
-            continue
-        kind = types_of[name]
-        if "Tuple" in kind:
-            value = [value] if isinstance(value, str) else value
-            if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                changes[name] = tuple(c.strip() for v in value for c in v.split(",") if c.strip())
-                continue
-        elif kind == "bool" and isinstance(value, bool):
-            changes[name] = value
-            continue
-        elif name == "configuration" and (value is None or isinstance(value, str)):
-            changes[name] = value or None
-            continue
-        elif name == "severity" and value in SEVERITIES:
-            changes[name] = value
-            continue
-        elif name == "log_level" and value in LOG_LEVELS:
-            changes[name] = value
-            continue
-        problems.append(f"setting {key}: cannot use {value!r}")
+        if key in _SETTINGS:
+            name, check = _SETTINGS[key]
+            try:
+                changes[name] = check(value, key)
+            except ConfigError as error:
+                problems.append(str(error))
     return replace(current, **changes), problems
 
 
@@ -90,29 +106,28 @@ class DocumentSettings:
         load_config.cache_clear()  # the files may have changed since the last generation
         find_config.cache_clear()
         self.root = workspace_root or os.getcwd()
-        overrides = Overrides(editor.select, editor.ignore, editor.extend_select)
-        try:
-            overrides.apply(Settings())
-        except ConfigError as error:
-            self.errors.append(str(error))
-            overrides = Overrides()
-        self.overrides = overrides
+        self.overrides = Overrides(editor.select, editor.ignore, editor.extend_select)  # checked by editor_settings
         self.resolver: Optional[Resolver] = None
+        self._by_path: Dict[str, Settings] = {}
         config = editor.configuration
         if config:
             config = os.path.join(self.root, os.path.expanduser(config))
         try:
-            self.resolver = Resolver(overrides, config)
+            self.resolver = Resolver(self.overrides, config)
         except ConfigError as error:
             self.errors.append(str(error))
 
     def settings_for(self, path: str) -> Settings:
         """The path's settings; the defaults (with the editor's overrides) when its configuration
         file is broken, whose error is then in `errors`."""
+        if path not in self._by_path:
+            self._by_path[path] = self._resolve(path)
+        return self._by_path[path]
+
+    def _resolve(self, path: str) -> Settings:
         if self.resolver is not None:
             try:
                 return self.resolver.settings_for(path)
             except ConfigError as error:
-                if str(error) not in self.errors:
-                    self.errors.append(str(error))
+                self.errors.append(str(error))
         return self.overrides.apply(Settings(root=self.root))
