@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_server import TRAINING
+from conftest import ROOT
+from test_server import TRAINING
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # Run once Neovim has started on the file (init.lua holds only the README's block): wait for the
 # diagnostics, apply the preferred quick fix on the diagnostic's line, save, wait for the
