@@ -3,7 +3,6 @@
 import pytest
 from pygls.workspace import PositionCodec
 
-from steplint.fixes import Edit
 from steplint.server.convert import position, whole_text_edit
 from steplint.source import Source
 

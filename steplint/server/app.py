@@ -103,12 +103,13 @@ class SteplintServer(LanguageServer):
                 log.error("%s", error)
                 self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"steplint: {error}"))
 
-    def refresh_all(self) -> None:
+    def relint(self, uris: List[str]) -> None:
+        """These open documents' diagnostics are out of date: push new ones, or have the client pull."""
         if self.pull:
-            if self.client_can("workspace", "diagnostics", "refresh_support"):
+            if uris and self.client_can("workspace", "diagnostics", "refresh_support"):
                 self.workspace_diagnostic_refresh(None)
             return
-        for uri in list(self.workspace.text_documents):
+        for uri in uris:
             self.schedule(uri, 0)
 
     # -- documents ------------------------------------------------------------------------------
@@ -205,12 +206,7 @@ class SteplintServer(LanguageServer):
         dependents = [uri for uri, d in self.workspace.text_documents.items() if uri != changed_uri and self.is_python(d)]
         for uri in dependents:
             self.computed.pop(("lint", uri), None)
-        if self.pull:
-            if dependents and self.client_can("workspace", "diagnostics", "refresh_support"):
-                self.workspace_diagnostic_refresh(None)
-            return
-        for uri in dependents:
-            self.schedule(uri, 0)
+        self.relint(dependents)
 
 
 def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int]) -> Linted:
@@ -329,7 +325,7 @@ async def did_change_configuration(ls: SteplintServer, params: types.DidChangeCo
     for problem in problems:
         log.warning("%s", problem)
     ls.apply_settings(editor)
-    ls.refresh_all()
+    ls.relint(list(ls.workspace.text_documents))
 
 
 @guarded()
@@ -338,7 +334,7 @@ def did_change_watched_files(ls: SteplintServer, params: types.DidChangeWatchedF
         log.info("configuration files changed; reloading them")
         ls.reported.clear()
         ls.apply_settings(ls.editor)
-        ls.refresh_all()
+        ls.relint(list(ls.workspace.text_documents))
 
 
 @guarded(lambda params: [])
