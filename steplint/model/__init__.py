@@ -459,6 +459,17 @@ class ModuleModel:
         return frozenset(feeds)
 
     @cached_property
+    def positioned_by_assignment(self) -> Set[str]:
+        """Schedulers put back at the resumed position by hand: `scheduler.last_epoch = start - 1`."""
+        found: Set[str] = set()
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
+                        found.add(self.roles.key(target.target.value, site.scope) or "")
+        return found
+
+    @cached_property
     def _data_positions(self) -> Set[str]:
         """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
         sampler or loader to skip what was consumed (`skip_first_batches(loader, step)`)."""

@@ -49,6 +49,8 @@ FOREIGN_MODULES = ("sklearn.", "scipy.", "gym.", "gymnasium.", "numpy.", "diffus
 FOREIGN_DIFFUSERS = re.compile(r"^diffusers\.\w*Scheduler\w*$")
 
 _SCHEDULER_NAME = re.compile(r"(^|_)(lr_?)?(sched|scheduler|schedulers)(_|\d|$)", re.I)
+# Schedules of something other than the learning rate: an EMA decay warmup, a noise or beta schedule.
+_OTHER_SCHEDULE = re.compile(r"ema|noise|beta|sigma|momentum|temp|teacher|wd|weight_decay|decay|timestep|diffusion|kl|dropout|mask", re.I)
 _OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)s?(_|\d|$)", re.I)
 _SCALER_NAME = re.compile(r"scaler", re.I)
 
@@ -71,7 +73,8 @@ class Role:
 
 
 def scheduler_named(name: str) -> bool:
-    return bool(_SCHEDULER_NAME.search(name.split(".")[-1]))
+    last = name.split(".")[-1]
+    return bool(_SCHEDULER_NAME.search(last)) and not _OTHER_SCHEDULE.search(last)
 
 
 def optimizer_named(name: str) -> bool:
