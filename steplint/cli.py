@@ -365,3 +365,14 @@ def _fix_word(fix: Optional[str]) -> str:
 
 def _rule_dict(r) -> dict:
     return {"code": r.code, "name": r.name, "summary": r.summary, "fix": r.fix, "explanation": r.doc, "url": r.url}
+
+
+@main.command("server")
+def server_command() -> None:
+    """Run the language server over stdio, for editors (alias: lsp)."""
+    from steplint.server import serve  # pygls loads only for the server
+
+    serve()
+
+
+main.add_command(click.Command("lsp", callback=server_command.callback, help=server_command.help, hidden=True))

@@ -165,15 +165,15 @@ def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = Fa
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
-            break
+            return FixResult(text, fixed, diagnostics)  # the last round linted the final text
         candidate = apply_edits(text, normalized(e for f in chosen for e in f.edits) or [])
         if not reparses(candidate):
             candidate, chosen = _first_that_parses(text, chosen)
             if not chosen:
-                break
+                return FixResult(text, fixed, diagnostics)
         fixed.extend(d for d in fixable if d.fix in chosen)
         if candidate == text:
-            break
+            return FixResult(text, fixed, diagnostics)
         text = candidate
     return FixResult(text, fixed, lint_source(path, text, settings))
 
