@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
+from steplint.model.roles import ACCELERATOR, EMA, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
 from steplint.model.syntax import dotted, last_name, positional, walk_expressions
 
@@ -31,6 +31,7 @@ SKIP_FLAG_READ = "skip-flag-read"  # accelerator.optimizer_step_was_skipped
 STATE_LOAD = "state-load"  # optimizer/scheduler/scaler.load_state_dict(...)
 LOG = "log"  # print(...), logger.info(...), writer.add_scalar(...), wandb.log(...)
 COLLECTIVE = "collective"  # dist.all_reduce(x), accelerator.gather(x) / reduce(x)
+EMA_UPDATE = "ema-update"  # ema.update(model), averaged.update_parameters(model), ema_model.step(params)
 
 _LOG_CALLS = {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "log_dict", "log_metrics", "set_postfix"}
 _COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "gather", "gather_for_metrics", "all_gather_into_tensor"}
@@ -141,6 +142,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         obj, method = func.value, func.attr.value
         role = roles.of(obj, scope)
         kind = role.kind if role else None
+        if kind == EMA and method in ("update", "update_parameters", "step"):
+            return Event(EMA_UPDATE, call, site, obj, role)
         if method == "step":
             if kind == SCALER and args:
                 skips = role.enabled is not False

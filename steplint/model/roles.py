@@ -23,6 +23,7 @@ LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer,
 SCHEDULER = "scheduler"
 ACCELERATOR = "accelerator"
 ENGINE = "deepspeed-engine"
+EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
 
 CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
 PRECISION_FROM_EXPRESSION = "expression"  # mixed_precision=args.mixed_precision: may be fp16
@@ -42,6 +43,11 @@ OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimiz
 OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.")
 SCHEDULER_FACTORY_TUPLES = {"timm.scheduler.create_scheduler", "timm.scheduler.create_scheduler_v2"}  # (scheduler, epochs)
 SCHEDULER_BASE_ANNOTATIONS = {"torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler"}
+EMA_CLASSES = {
+    "torch.optim.swa_utils.AveragedModel", "timm.utils.ModelEma", "timm.utils.ModelEmaV2", "timm.utils.ModelEmaV3",
+    "timm.utils.model_ema.ModelEma", "timm.utils.model_ema.ModelEmaV2", "timm.utils.model_ema.ModelEmaV3",
+    "diffusers.training_utils.EMAModel", "ema_pytorch.EMA", "torch_ema.ExponentialMovingAverage",
+}
 ACCELERATOR_CLASSES = {"accelerate.Accelerator", "accelerate.accelerator.Accelerator"}
 DEEPSPEED_INITIALIZE = "deepspeed.initialize"
 # Constructors from libraries whose `scaler`, `scheduler` and `step` mean something else.
@@ -205,6 +211,8 @@ class RoleTable:
             qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler")
         ):
             return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler")
+        if qualified in EMA_CLASSES:
+            return Role(EMA, CONSTRUCTOR)
         if qualified in ACCELERATOR_CLASSES:
             given = keyword(call, "mixed_precision")
             # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)

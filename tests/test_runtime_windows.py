@@ -1,0 +1,51 @@
+"""Fixes of the window rules (SL107, SL108, SL109, SL205), proven by running them: real torch on
+CPU, each loop run as written and after `steplint check --fix` (with `--unsafe-fixes` for SL107)."""
+
+import pytest
+import torch
+
+from test_runtime_fix import LOOPS, fixed_copy, load
+
+ACCUM = 4
+
+
+def _window_sizes(train, batches):
+    """Micro-batches behind each optimizer update, and the final parameters."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen, sizes = [0], []
+    model.weight.register_hook(lambda grad: seen.__setitem__(0, seen[0] + 1))
+
+    def count(*_):
+        sizes.append(seen[0])
+        seen[0] = 0
+
+    optimizer.register_step_post_hook(count)
+    train(model, optimizer, batches, ACCUM)
+    return sizes, [p.detach().clone() for p in model.parameters()]
+
+
+def _reference(batches):
+    """Plain windows of ACCUM micro-batches each: the loss averaged over the window."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for w in range(len(batches) // ACCUM):
+        window = batches[w * ACCUM : (w + 1) * ACCUM]
+        sum(model(x).pow(2).mean() / ACCUM for x in window).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("function", ["train", "train_counted"])
+def test_off_by_one_fix_makes_full_windows(tmp_path, function):
+    torch.manual_seed(1)
+    batches = [torch.randn(8, 4) for _ in range(3 * ACCUM)]
+    before, _ = _window_sizes(getattr(load(LOOPS / "window_loop.py"), function), batches)
+    assert before == [1, ACCUM, ACCUM]  # the first update saw one micro-batch
+    after, params = _window_sizes(getattr(load(fixed_copy(tmp_path, "window_loop.py", unsafe=False)), function), batches)
+    assert after == [ACCUM, ACCUM, ACCUM]
+    assert all(torch.allclose(a, b) for a, b in zip(params, _reference(batches)))
