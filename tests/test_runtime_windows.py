@@ -49,3 +49,42 @@ def test_off_by_one_fix_makes_full_windows(tmp_path, function):
     after, params = _window_sizes(getattr(load(fixed_copy(tmp_path, "window_loop.py", unsafe=False)), function), batches)
     assert after == [ACCUM, ACCUM, ACCUM]
     assert all(torch.allclose(a, b) for a, b in zip(params, _reference(batches)))
+
+
+DECAY = 0.9
+
+
+def _ema_run(train, batches):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ema = train(model, optimizer, batches, ACCUM, DECAY)
+    return int(ema.n_averaged), [p.detach().clone() for p in ema.module.parameters()]
+
+
+def _reference_ema(batches):
+    """The EMA of the weights after each update: the first update's weights, then decayed."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    average = None
+    for w in range(len(batches) // ACCUM):
+        sum(model(x).pow(2).mean() / ACCUM for x in batches[w * ACCUM : (w + 1) * ACCUM]).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        now = [p.detach().clone() for p in model.parameters()]
+        average = now if average is None else [DECAY * a + (1 - DECAY) * p for a, p in zip(average, now)]
+    return average
+
+
+@pytest.mark.runtime
+def test_ema_fix_counts_updates(tmp_path):
+    torch.manual_seed(1)
+    batches = [torch.randn(8, 4) for _ in range(5 * ACCUM)]
+    reference = _reference_ema(batches)
+    count, before = _ema_run(load(LOOPS / "ema_loop.py").train, batches)
+    assert count == 5 * ACCUM
+    assert not all(torch.allclose(a, b) for a, b in zip(before, reference))
+    count, after = _ema_run(load(fixed_copy(tmp_path, "ema_loop.py", unsafe=False)).train, batches)
+    assert count == 5
+    assert all(torch.allclose(a, b) for a, b in zip(after, reference))

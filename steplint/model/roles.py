@@ -200,8 +200,10 @@ class RoleTable:
             return Role(SCALER, CONSTRUCTOR, enabled=literal(keyword(call, "enabled")))
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
+        if qualified in EMA_CLASSES:
+            return Role(EMA, CONSTRUCTOR)
         if qualified in OPTIMIZER_FACTORIES or (
-            qualified.startswith(OPTIMIZER_MODULES) and tail[:1].isupper() and ".lr_scheduler" not in qualified
+            qualified.startswith(OPTIMIZER_MODULES) and tail[:1].isupper() and ".lr_scheduler" not in qualified and ".swa_utils" not in qualified
             and tail not in ("Optimizer", "swa_utils")
         ):
             return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
@@ -211,8 +213,6 @@ class RoleTable:
             qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler")
         ):
             return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler")
-        if qualified in EMA_CLASSES:
-            return Role(EMA, CONSTRUCTOR)
         if qualified in ACCELERATOR_CLASSES:
             given = keyword(call, "mixed_precision")
             # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)
