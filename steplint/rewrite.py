@@ -253,3 +253,12 @@ def insert_after(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
         return None
     indent = model.source.indentation(model.rows(statement)[0])
     return Edit(offset, offset, f"{indent}{line}{model.source.newline}")
+
+
+def move_before(model: ModuleModel, statements: List[cst.SimpleStatementLine], anchor: cst.SimpleStatementLine) -> List[Edit]:
+    """Edits that move consecutive lone statements, in order, to just before `anchor`, at its indentation."""
+    start, _ = _line_block(model, statements[0])
+    _, end = _line_block(model, statements[-1])
+    offset, _ = _line_block(model, anchor)
+    indent = model.source.indentation(model.rows(anchor)[0])
+    return [Edit(start, end, ""), Edit(offset, offset, "".join(_reindented(model, s, indent) for s in statements))]

@@ -88,3 +88,36 @@ def test_ema_fix_counts_updates(tmp_path):
     count, after = _ema_run(load(fixed_copy(tmp_path, "ema_loop.py", unsafe=False)).train, batches)
     assert count == 5
     assert all(torch.allclose(a, b) for a, b in zip(after, reference))
+
+
+def _unscale_run(train, batches, max_norm):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train(model, optimizer, torch.amp.GradScaler("cpu"), batches, ACCUM, max_norm)
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _reference_clipped(batches, max_norm):
+    """fp32 accumulation, the window's gradient clipped once, then the update."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for w in range(len(batches) // ACCUM):
+        sum(model(x).pow(2).mean() / ACCUM for x in batches[w * ACCUM : (w + 1) * ACCUM]).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        optimizer.zero_grad()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.runtime
+def test_unscale_fix_unscales_once_per_window(tmp_path):
+    torch.manual_seed(1)
+    batches = [torch.randn(8, 4) * 10 for _ in range(3 * ACCUM)]
+    with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called"):
+        _unscale_run(load(LOOPS / "unscale_loop.py").train, batches, 1.0)
+    after = _unscale_run(load(fixed_copy(tmp_path, "unscale_loop.py", unsafe=False)).train, batches, 1.0)
+    reference = _reference_clipped(batches, 1.0)
+    assert all(torch.allclose(a, b, rtol=1e-5) for a, b in zip(after, reference))
+    assert not all(torch.allclose(a, b) for a, b in zip(reference, _reference_clipped(batches, float("inf"))))  # the clip mattered

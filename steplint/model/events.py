@@ -10,7 +10,7 @@ import libcst as cst
 
 from steplint.model.roles import ACCELERATOR, EMA, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
-from steplint.model.syntax import dotted, last_name, positional, walk_expressions
+from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
 
 SKIPPABLE_STEP = "skippable-step"  # an attempted update the framework may skip
 OPTIMIZER_STEP = "optimizer-step"  # a plain optimizer.step(): always commits
@@ -183,8 +183,9 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if roles.is_(func, scope, LOSS_SCALER) and len(args) >= 2:
             return Event(SKIPPABLE_STEP, call, site, func, roles.of(func, scope), optimizer=args[1], strategy=LOSS_SCALER)
         qualified = roles.qualified(func, scope)
-        if qualified in CLIP_FUNCTIONS and args:
-            return Event(CLIP, call, site, args[0])
+        parameters = args[0] if args else keyword(call, "parameters")
+        if qualified in CLIP_FUNCTIONS and parameters is not None:
+            return Event(CLIP, call, site, parameters)
         if _SAVE_CALL.search(name) or qualified == "torch.save":
             return Event(CHECKPOINT_SAVE, call, site, func)
         if _EVAL_CALL.search(name):
