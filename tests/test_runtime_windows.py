@@ -121,3 +121,40 @@ def test_unscale_fix_unscales_once_per_window(tmp_path):
     reference = _reference_clipped(batches, 1.0)
     assert all(torch.allclose(a, b, rtol=1e-5) for a, b in zip(after, reference))
     assert not all(torch.allclose(a, b) for a, b in zip(reference, _reference_clipped(batches, float("inf"))))  # the clip mattered
+
+
+MAX_LR = 0.1
+
+
+def _schedule_run(train, batches, epochs):
+    """The LR each update used, and the scheduler at the end."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=MAX_LR)
+    used = []
+    optimizer.register_step_pre_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
+    scheduler = train(model, optimizer, batches, ACCUM, epochs, MAX_LR)
+    return used, scheduler
+
+
+@pytest.mark.runtime
+def test_schedule_length_fix_ends_the_schedule_on_the_last_update(tmp_path):
+    epochs, per_epoch = 3, 2 * ACCUM + 1  # a partial window at the end of each epoch
+    batches = [torch.randn(8, 4) for _ in range(per_epoch)]
+    updates = epochs * (per_epoch // ACCUM)
+    final_lr = MAX_LR / 25.0 / 1e4  # OneCycleLR's default div_factor and final_div_factor
+
+    used, scheduler = _schedule_run(load(LOOPS / "schedule_length_loop.py").train, batches, epochs)
+    assert len(used) == updates and used[-1] > 100 * final_lr  # stopped in the middle of the cycle
+    scheduler.step()  # and had most of it left
+
+    used, scheduler = _schedule_run(load(fixed_copy(tmp_path, "schedule_length_loop.py")).train, batches, epochs)
+    planned = torch.optim.lr_scheduler.OneCycleLR(torch.optim.SGD([torch.zeros(1)], lr=MAX_LR), max_lr=MAX_LR, total_steps=updates)
+    recipe = []
+    for _ in range(updates):
+        recipe.append(planned.get_last_lr()[0])
+        planned.step()
+    assert used == pytest.approx(recipe)  # one schedule step per update, over the whole cycle
+    assert used[-1] == pytest.approx(final_lr)
+    with pytest.raises(ValueError, match="Tried to step"):
+        scheduler.step()  # the schedule ended with the last update

@@ -136,6 +136,12 @@ def counts_from_zero(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
     return len(assignments) == len(starts) == 1 and increment.site.loop is loop and model.covers(increment.site, boundary.site)
 
 
+def indexes_its_loop(boundary: ModuloBoundary) -> bool:
+    """The boundary's index is its loop's own `enumerate`/`range` index from 0: it restarts with the loop."""
+    loop = boundary.site.loop
+    return isinstance(loop, cst.For) and boundary.counter is not None and _loop_index_from_zero(loop, boundary.counter.value)
+
+
 def _loop_index_from_zero(loop: cst.For, name: str) -> bool:
     iterable = loop.iter
     while isinstance(iterable, cst.Call) and last_name(iterable.func) in ("tqdm",) and positional(iterable):
