@@ -266,7 +266,7 @@ def rule_command(code, show_all, output_format) -> None:
             click.echo(json.dumps([_rule_dict(r) for r in rules.values()], indent=2))
         else:
             for r in rules.values():
-                click.echo(f"{r.code:<7}{r.name:<38}{_fix_word(r.fix):<18}{r.summary}")
+                click.echo(f"{r.code:<7}{r.name:<38}{_fix_word(r.fix):<25}{r.summary}")
         return
     found = rules.get(code.upper())
     if found is None:
