@@ -41,19 +41,18 @@ left for you to change.
 
 from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import SCHEDULER_STEP
-from steplint.model.windows import counts_from_zero, indexes_its_loop, modulo_boundary, schedule_length_in_batches, visible_before
+from steplint.model.windows import assignments, counts_from_zero, indexes_its_loop, modulo_boundary, schedule_length_in_batches, visible_before
 from steplint.rule import Finding, rule
 
 
 @rule("SL107", "schedule-length-unit-mismatch", "Scheduler length counted in batches while it steps once per accumulation window", fix="unsafe")
 def check(model):
     reported = set()
-    for event in model.of_kind(SCHEDULER_STEP):
-        window = model.window(event.site)
-        if window is None or not model.per_update_scheduler(event):
-            continue
-        boundary = modulo_boundary(model, window)
-        length = schedule_length_in_batches(model, event, boundary) if boundary is not None else None
+    windowed = [(e, model.window(e.site)) for e in model.of_kind(SCHEDULER_STEP) if model.window(e.site) is not None]
+    candidates = [(e, modulo_boundary(model, w)) for e, w in windowed if model.per_update_scheduler(e)]
+    known = assignments(model) if candidates else None
+    for event, boundary in candidates:
+        length = schedule_length_in_batches(model, known, event, boundary) if boundary is not None else None
         if length is None or id(length.constructor) in reported:
             continue
         reported.add(id(length.constructor))
@@ -65,14 +64,14 @@ def check(model):
             f"`{model.text(event.subject)}`'s length `{argument}` counts batches{counted}, but it steps once per window "
             f"(`{model.text(boundary.guard.test)}`): the schedule runs `{accum}` times too slowly and stops short of its end"
         )
-        yield Finding(length.argument, message, _rescale(model, length, boundary, loader_length, accum))
+        yield Finding(length.argument, message, _rescale(model, known, length, boundary, loader_length, accum))
 
 
-def _rescale(model, length, boundary, loader_length, accum):
+def _rescale(model, known, length, boundary, loader_length, accum):
     """`len(loader)` -> `(len(loader) // accum)` when that is exactly the windows per epoch."""
     exact = boundary.shifted and indexes_its_loop(boundary) and counts_from_zero(model, boundary)
     order = model.order_of_expression(length.loader_length)
-    if not exact or order is None or not visible_before(model, boundary.length, length.site.scope, order):
+    if not exact or order is None or not visible_before(known, boundary.length, length.site.scope, order):
         return None
     start, end = model.span(length.loader_length)
     return Fix(f"Count windows: `({loader_length} // {accum})`", UNSAFE, (Edit(start, end, f"({loader_length} // {accum})"),))

@@ -229,19 +229,43 @@ class ScheduleLength:
     site: Site  # of the constructor
 
 
-def constructor_of(model: "ModuleModel", event: Event) -> Optional[Tuple[cst.Call, Site]]:
-    """The call that built the scheduler an event steps, in the same scope or the same class."""
+@dataclass(frozen=True)
+class Assignments:
+    """The module's single-target assignments by (scope, target text), in program order, and the
+    schedulers they construct by role key: read once per check, looked up per event."""
+
+    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]]
+    schedulers: Dict[str, List[Tuple[cst.Call, Site]]]
+
+    def before(self, scope: Scope, name: str, order: int) -> List[cst.CSTNode]:
+        return [node for node, site in self.by_target.get((id(scope), name), ()) if site.order < order]
+
+
+def assignments(model: "ModuleModel") -> Assignments:
+    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]] = {}
+    schedulers: Dict[str, List[Tuple[cst.Call, Site]]] = {}
+    for node, site in model.structure.statements:
+        if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            continue
+        target = _single_target(node)
+        if target is not None:
+            by_target.setdefault((id(site.scope), target), []).append((node, site))
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            key = model.roles.key(node.targets[0].target, site.scope)
+            if key is not None:
+                schedulers.setdefault(key, []).append((node.value, site))
+    return Assignments(by_target, schedulers)
+
+
+def constructor_of(model: "ModuleModel", known: Assignments, event: Event) -> Optional[Tuple[cst.Call, Site]]:
+    """The one call that built the scheduler an event steps, by its constructor."""
     key = model.roles.key(event.subject, event.site.scope)
     role = event.role
-    if key is None or role is None or role.evidence < CONSTRUCTOR:
+    if key is None or role is None or role.evidence < CONSTRUCTOR or len(known.schedulers.get(key, ())) != 1:
         return None
-    found = []
-    for node, site in model.structure.statements:
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
-            if model.roles.key(node.targets[0].target, site.scope) == key:
-                built = model.roles.constructed(node.value, site.scope)
-                found.append((node.value, site) if built is not None and built.kind == SCHEDULER else None)
-    return found[0] if len(found) == 1 and found[0] is not None else None
+    call, site = known.schedulers[key][0]
+    built = model.roles.constructed(call, site.scope)
+    return (call, site) if built is not None and built.kind == SCHEDULER else None
 
 
 def length_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
@@ -265,10 +289,10 @@ def loop_iterable(loop) -> Optional[cst.BaseExpression]:
     return iterable if dotted(iterable) is not None else None
 
 
-def schedule_length_in_batches(model: "ModuleModel", event: Event, boundary: ModuloBoundary) -> Optional[ScheduleLength]:
+def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: Event, boundary: ModuloBoundary) -> Optional[ScheduleLength]:
     """The scheduler's length counts the batches of the loop it steps in, once per window: it reads
     `len(loader)` of that loop and nothing about the window length or any division."""
-    built = constructor_of(model, event)
+    built = constructor_of(model, known, event)
     loader = loop_iterable(event.site.loop)
     if built is None or loader is None:
         return None
@@ -276,7 +300,7 @@ def schedule_length_in_batches(model: "ModuleModel", event: Event, boundary: Mod
     argument = length_argument(call)
     if argument is None or site.scope is not event.site.scope:
         return None
-    expanded = list(_expanded(model, argument, site, depth=3))
+    expanded = list(_expanded(known, argument, site, depth=3))
     if any(node is None for node in expanded):
         return None
     window = dotted(boundary.length)
@@ -295,25 +319,22 @@ def schedule_length_in_batches(model: "ModuleModel", event: Event, boundary: Mod
     return ScheduleLength(call, argument, lengths[0], site)
 
 
-def _expanded(model: "ModuleModel", expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
+def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
     """Every node of `expr`, and of the one earlier assignment in the same scope of each name it
     reads (a few levels deep). None stands for a name assigned more than once: not one value."""
     yield expr
     name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
     if name is None:
         for child in expr.children:
-            yield from _expanded(model, child, site, depth)
+            yield from _expanded(known, child, site, depth)
         return
     if not depth:
         return
-    assignments = [
-        n for n, s in model.structure.statements
-        if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and s.scope is site.scope and s.order < site.order and _single_target(n) == name
-    ]
-    if len(assignments) > 1 or any(isinstance(n, cst.AugAssign) for n in assignments):
+    earlier = known.before(site.scope, name, site.order)
+    if len(earlier) > 1 or any(isinstance(n, cst.AugAssign) for n in earlier):
         yield None
-    elif assignments and assignments[0].value is not None:
-        yield from _expanded(model, assignments[0].value, site, depth - 1)
+    elif earlier and earlier[0].value is not None:  # type: ignore[attr-defined]
+        yield from _expanded(known, earlier[0].value, site, depth - 1)  # type: ignore[attr-defined]
 
 
 def _single_target(node: cst.CSTNode) -> Optional[str]:
@@ -322,7 +343,7 @@ def _single_target(node: cst.CSTNode) -> Optional[str]:
     return dotted(node.target)  # type: ignore[attr-defined]
 
 
-def visible_before(model: "ModuleModel", expr: cst.BaseExpression, scope: Scope, order: int) -> bool:
+def visible_before(known: Assignments, expr: cst.BaseExpression, scope: Scope, order: int) -> bool:
     """Every name `expr` reads is a parameter of `scope`, a global, or bound in it before `order`."""
     for node in walk_expressions(expr):
         if not isinstance(node, cst.Name):
@@ -330,9 +351,6 @@ def visible_before(model: "ModuleModel", expr: cst.BaseExpression, scope: Scope,
         owner = scope.owner_of(node.value)
         if owner is None or any(p.name.value == node.value for p in owner.params):
             continue
-        if not any(
-            s.scope is owner and s.order < order and _single_target(n) == node.value
-            for n, s in model.structure.statements if isinstance(n, (cst.Assign, cst.AnnAssign, cst.AugAssign))
-        ):
+        if not known.before(owner, node.value, order):
             return False
     return True
