@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set
 
 import libcst as cst
@@ -37,6 +37,7 @@ from steplint.model.checkpoints import Checkpoint, checkpoint_contents, restored
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, forget_children, walk_expressions
+from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -66,6 +67,7 @@ class ModuleModel:
     _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
     _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
     _scale_vars: Set[str] = field(default_factory=set)
+    _shared_windows: Set[int] = field(default_factory=set)  # ids of window tests that are one window (accelerate's)
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -109,7 +111,11 @@ class ModuleModel:
     def same_window(self, update: Site, other: Site) -> bool:
         """`other` runs once per update attempt: under the update's window boundary, if it has one."""
         boundary = self.window(update)
-        return boundary is None or any(g is boundary or g.test is boundary.test and g.negated == boundary.negated for g in other.guards)
+        return boundary is None or any(
+            g is boundary or g.test is boundary.test and g.negated == boundary.negated
+            or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
+            for g in other.guards
+        )
 
     def attempt_for(self, event: Event, before_only: bool = True) -> Optional[Event]:
         """The skippable update that `event` follows in the same iteration and window, if any."""
@@ -341,6 +347,21 @@ class ModuleModel:
                 if MODULO in kinds:
                     self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
 
+    def _accelerate(self, found: AccelerateWindows) -> None:
+        """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
+        window with `if accelerator.sync_gradients:`. Without accumulation `sync_gradients` is always true."""
+        for event in self.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self._kinds[id(guard.test)] = frozenset({WINDOW_BOUNDARY})
+                self._shared_windows.add(id(guard.test))
+        for test, accumulating in found.sync_tests.items():
+            if accumulating:
+                self._shared_windows.add(test)
+            else:
+                self._kinds[test] = self._kinds.get(test, frozenset()) - {WINDOW_BOUNDARY}
+
     def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
         return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
 
@@ -382,4 +403,5 @@ def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.events = collect_events(structure, roles, frozenset(helpers))
     model._classify_guards()
+    model._accelerate(accelerate_windows(model))
     return model

@@ -15,7 +15,7 @@ import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY
-from steplint.model.roles import CONSTRUCTOR, SCHEDULER
+from steplint.model.roles import ACCELERATOR, CONSTRUCTOR, SCHEDULER
 from steplint.model.structure import Guard, Scope, Site
 from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
 
@@ -354,3 +354,71 @@ def visible_before(known: Assignments, expr: cst.BaseExpression, scope: Scope, o
         if not known.before(owner, node.value, order):
             return False
     return True
+
+
+# -- accelerate: `accumulate` and `sync_gradients` as windows -------------------------------------
+
+
+@dataclass(frozen=True)
+class AccelerateWindows:
+    """What accelerate makes of a module's windows (see `accelerate_windows`)."""
+
+    guards: Dict[int, Guard]  # id(event node) -> the window guard of a prepared step or zero_grad
+    sync_tests: Dict[int, bool]  # id of each `accelerator.sync_gradients` test -> whether that accelerator accumulates
+
+
+def accelerate_windows(model: "ModuleModel") -> AccelerateWindows:
+    """Accumulation windows that accelerate keeps: a prepared optimizer's `step()` and `zero_grad()`
+    inside `with accelerator.accumulate(model):` act once per window, so they get a window guard of
+    their own (the `accumulate` call), in the same window as `if accelerator.sync_gradients:`.
+
+    `sync_gradients` is a window boundary only for an accelerator that accumulates (`accumulate(...)`
+    or `Accelerator(gradient_accumulation_steps=...)`); otherwise it is always true (an accelerator
+    whose construction we cannot see counts as not accumulating: silent rather than wrong)."""
+    guards: Dict[int, Guard] = {}
+    accumulating = set()  # keys of accelerators with `accumulate(...)` or `gradient_accumulation_steps=`
+    for node, site in model.structure.statements:
+        if isinstance(node, cst.Call) and _accumulate_call(model, node, site.scope):
+            accumulating.add(model.roles.key(node.func.value, site.scope))  # type: ignore[attr-defined]
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            built = model.roles.constructed(node.value, site.scope)
+            steps = keyword(node.value, "gradient_accumulation_steps")
+            if built is not None and built.kind == ACCELERATOR and steps is not None and literal(steps) != 1:
+                accumulating.add(model.roles.key(node.targets[0].target, site.scope))
+    for event in model.of_kind(OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD):
+        if event.role is None or not event.role.prepared or event.optimizer is not event.subject:
+            continue
+        for _, statement in event.site.trail:
+            for item in statement.items if isinstance(statement, cst.With) else ():
+                if _accumulate_call(model, item.item, event.site.scope):
+                    guards[id(event.node)] = Guard(item.item, False, statement)
+    sync = {id(test): model.roles.key(accelerator, scope) in accumulating for test, accelerator, scope in _sync_tests(model)}
+    return AccelerateWindows(guards, sync)
+
+
+def _accumulate_call(model: "ModuleModel", node: cst.CSTNode, scope: Scope) -> bool:
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "accumulate"
+        and model.roles.is_(node.func.value, scope, ACCELERATOR)
+    )
+
+
+def _sync_tests(model: "ModuleModel") -> Iterator[Tuple[cst.BaseExpression, cst.BaseExpression, Scope]]:
+    """(test, accelerator, scope) of `if accelerator.sync_gradients:` (alone or joined by `and`)."""
+    seen = set()
+    for _, site in model.structure.statements:
+        for guard in site.guards:
+            if id(guard.test) in seen or guard.negated:
+                continue
+            seen.add(id(guard.test))
+            for operand in _conjuncts(guard.test):
+                if isinstance(operand, cst.Attribute) and operand.attr.value == "sync_gradients" and model.roles.is_(operand.value, site.scope, ACCELERATOR):
+                    yield guard.test, operand.value, site.scope
+
+
+def _conjuncts(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        yield from _conjuncts(test.left)
+        yield from _conjuncts(test.right)
+    else:
+        yield test
