@@ -329,7 +329,7 @@ class ModuleModel:
         for node, site in self.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 kinds = self._kinds_of(node.value, site.scope)
-                if kinds & {COMMIT_GATE, GUESSED_GATE}:
+                if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
                     self._flags[self.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
         for event in self.of_kind(SKIPPABLE_STEP):
             if event.gate_var:

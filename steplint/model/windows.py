@@ -422,3 +422,40 @@ def _conjuncts(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield from _conjuncts(test.right)
     else:
         yield test
+
+
+# -- cadences: what a cadence test reads, and counts derived from a batch index -------------------
+
+
+def cadence_reads(model: "ModuleModel", test: cst.BaseExpression, scope: Scope) -> List[cst.BaseExpression]:
+    """A condition and the values of the cadence flags it reads (`should_eval = step % n == 0`)."""
+    found = [test]
+    for sub in walk_expressions(test):
+        if isinstance(sub, cst.Name) and model.flag_kinds(sub, scope) & {MODULO, WINDOW_BOUNDARY}:
+            assignment = model.flag_assignment(sub, scope)
+            if assignment is not None:
+                found.append(assignment.value)
+    return found
+
+
+def window_indices(model: "ModuleModel", update: Event, batches: set) -> set:
+    """Keys of names set every batch to `batch_index // accum`, `accum` the update's window length:
+    they count windows, but change only on a window's first micro-batch."""
+    guard = model.window(update.site)
+    boundary = modulo_boundary(model, guard) if guard is not None else None
+    if boundary is None:
+        return set()
+    length = dotted(boundary.length)
+    found = set()
+    for node, site in model.structure.statements:
+        if site.loop is not update.site.loop or site.scope is not update.site.scope or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            continue
+        value = node.value
+        if (
+            isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.FloorDivide) and length is not None
+            and dotted(value.right) == length and any(model.mentions(value.left, site.scope, k) for k in batches)
+        ):
+            key = model.roles.key(node.targets[0].target, site.scope)
+            if key is not None:
+                found.add(key)
+    return found
