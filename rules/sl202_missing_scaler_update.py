@@ -56,7 +56,8 @@ def check(model):
         scaler = model.text(step.subject)
         fix = None
         if not of_this_scaler:
-            edit = insert_after(model, step.site, f"{scaler}.update()")
+            # (after the last step of the pass: not inside `for opt in optimizers:`, once per optimizer)
+            edit = insert_after(model, step.site, f"{scaler}.update()") if id(step.node) not in model.in_group_loop else None
             fix = Fix(f"Insert `{scaler}.update()` after the step", SAFE, (edit,)) if edit else None
             message = f"`{scaler}.update()` is never called: the loss scale never backs off, and updates keep being skipped"
         elif any(model.same_iteration(u.site, step.site) and u.order > step.order for u in of_this_scaler):

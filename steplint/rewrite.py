@@ -108,6 +108,8 @@ def gate_fix(model: ModuleModel, update: Event, target: Event, title: str, appli
     statement = lone_statement(model, target.site)
     if condition is None or statement is None or update.strategy == LOSS_SCALER:
         return None
+    if {id(update.node), id(target.node)} & model.in_group_loop:
+        return None  # several optimizers or schedulers: one commit flag cannot gate them all
     edits = committed_update_edits(model, update, condition, fix_gate)
     if edits is None:
         return None

@@ -37,6 +37,7 @@ from steplint.model.checkpoints import Checkpoint, checkpoint_contents, restored
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, forget_children, walk_expressions
+from steplint.model.groups import resite_group_events
 from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
 from steplint.suppress import intent_basis
@@ -68,6 +69,7 @@ class ModuleModel:
     _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
     _scale_vars: Set[str] = field(default_factory=set)
     _shared_windows: Set[int] = field(default_factory=set)  # ids of window tests that are one window (accelerate's)
+    in_group_loop: Set[int] = field(default_factory=set)  # ids of event nodes inside `for opt in optimizers:`
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -404,4 +406,5 @@ def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
     model.events = collect_events(structure, roles, frozenset(helpers))
     model._classify_guards()
     model._accelerate(accelerate_windows(model))
+    model.in_group_loop = resite_group_events(model)
     return model
