@@ -40,6 +40,7 @@ skipped updates, and changes checkpoint names.
 
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
+from steplint.model.skips import skipped_by_the_code
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
 
@@ -48,6 +49,13 @@ from steplint.rule import Finding, rule
 def check(model):
     for increment in model.of_kind(COUNTER_INCREMENT):
         update = model.attempt_for(increment, before_only=False)
+        if update is None and not model.gated(increment.site):
+            skipped = skipped_by_the_code(model, increment)
+            feeds = model.counter_feeds(increment) if skipped is not None else set()
+            if feeds:
+                name, check = model.text(increment.subject), model.text(skipped[1].test)
+                yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
+            continue
         feeds = model.counter_feeds(increment) if update is not None else set()
         if not feeds or model.gated(increment.site):
             continue
