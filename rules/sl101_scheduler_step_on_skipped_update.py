@@ -36,6 +36,10 @@ exact for fused optimizers too. With accelerate the gate is
 The same holds when the code skips the update itself (`if not torch.isfinite(grad_norm):
 optimizer.zero_grad()`, `else: optimizer.step()`) and steps the scheduler outside that branch.
 
+An `optimizer.step()` is skippable when apex scales its loss (`with amp.scale_loss(loss, optimizer)`) or
+when `[tool.steplint.roles] skippable-optimizer = [...]` names it (for frameworks steplint does not know);
+neither leaves an exact signal to gate on, so there is no fix and the message says so.
+
 Silent for schedulers that count something else: a scheduler prepared by accelerate (it skips by
 itself), one owned by a DeepSpeed engine, `ReduceLROnPlateau(metric)`, a call told its position
 (`scheduler.step(epoch + i / n)`, `step_update(num_updates)`: SL102 checks the counter), an epoch
@@ -55,7 +59,7 @@ in one call and leave nothing exact to read afterwards.
 
 from steplint.fixes import SAFE
 from steplint.model import SCHEDULER_STEP
-from steplint.model.skips import skipped_by_the_code
+from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
 
@@ -73,6 +77,6 @@ def check(model):
         if update is None or not model.per_update_scheduler(step) or model.gated(step.site):
             continue
         name = model.text(step.subject)
-        message = f"`{name}` advances even when `{model.text(update.node)}` skipped the update; gate it on the committed update"
+        message = f"`{name}` advances even when `{model.text(update.node)}` skipped the update; gate it on the committed update{no_signal_note(update)}"
         fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
         yield Finding(step.node, message, fix)

@@ -40,7 +40,7 @@ skipped updates, and changes checkpoint names.
 
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
-from steplint.model.skips import skipped_by_the_code
+from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
 
@@ -60,7 +60,7 @@ def check(model):
         if not feeds or model.gated(increment.site):
             continue
         name = model.text(increment.subject)
-        message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed"
+        message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
         fix = None
         if update.order < increment.order:
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE

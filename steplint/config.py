@@ -25,7 +25,8 @@ else:  # pragma: no cover - exercised on Python < 3.11
 
 DEFAULT_BASIS = "committed-updates"
 FIX_GATES = ("inline", "import")
-ROLE_KINDS = {"optimizer": "optimizer", "scaler": "scaler", "scheduler": "scheduler", "loss-scaler": "loss-scaler", "accelerator": "accelerator", "ema": "ema"}
+ROLE_KINDS = {"optimizer": "optimizer", "scaler": "scaler", "scheduler": "scheduler", "loss-scaler": "loss-scaler", "accelerator": "accelerator", "ema": "ema",
+              "skippable-optimizer": "skippable-optimizer"}
 CONFIG_NAMES = ("steplint.toml", ".steplint.toml")
 
 

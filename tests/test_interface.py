@@ -123,6 +123,32 @@ def test_declared_role_names(tmp_path):
     assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == [("train.py", "SL101")]
 
 
+COLOSSAL = """\
+from colossalai.booster import Booster
+from colossalai.booster.plugin import LowLevelZeroPlugin
+
+
+def train(model, optimizer, loader, scheduler):
+    booster = Booster(plugin=LowLevelZeroPlugin(precision="fp16"))
+    model, booster_optimizer, *_ = booster.boost(model, optimizer)
+    for batch in loader:
+        booster.backward(model(batch).mean(), booster_optimizer)
+        booster_optimizer.step()
+        scheduler.step()
+        booster_optimizer.zero_grad()
+"""
+
+
+def test_declared_skippable_optimizer(tmp_path):
+    (tmp_path / "train.py").write_text(COLOSSAL)
+    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == []  # a step steplint cannot tell skips
+    (tmp_path / "steplint.toml").write_text('[roles]\nskippable-optimizer = ["booster_optimizer"]\n')
+    done = steplint("check", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(done) == [("train.py", "SL101")]
+    [item] = json.loads(done.stdout)
+    assert item["fix"] is None and "declares this optimizer skippable" in item["message"]
+
+
 def test_exclude_extend_exclude_and_force_exclude(project):
     (project / "steplint.toml").write_text('extend-exclude = ["scripts"]\n')
     assert {f for f, _ in codes(steplint("check", "--output-format", "json", ".", cwd=project))} == {"train.py", "pretrain.py"}

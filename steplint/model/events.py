@@ -148,6 +148,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             if kind == SCALER and args:
                 skips = role.enabled is not False
                 return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=args[0], strategy=SCALER)
+            if kind == OPTIMIZER and role.skips:  # apex dynamic loss scaling, or declared in configuration
+                return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
                 # A prepared optimizer skips its step on fp16 overflow. Without mixed_precision in the
                 # code it comes from `accelerate config`, which we cannot see: stay silent.

@@ -23,6 +23,8 @@ LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer,
 SCHEDULER = "scheduler"
 ACCELERATOR = "accelerator"
 ENGINE = "deepspeed-engine"
+SKIPPABLE_OPTIMIZER = "skippable-optimizer"  # declared in configuration: an optimizer whose step() a framework may skip
+APEX_SCALE_LOSS = "apex.amp.scale_loss"  # `with amp.scale_loss(loss, optimizer)`: apex skips that optimizer's step on overflow
 EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
 
 CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
@@ -70,6 +72,7 @@ class Role:
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
+    skips: Optional[str] = None  # who may skip this optimizer's step(): "apex" (amp.scale_loss), "declared" (configuration)
 
 
 def scheduler_named(name: str) -> bool:
@@ -128,6 +131,7 @@ class RoleTable:
             role = replace(  # weaker evidence of the same role adds what it knows, never takes away
                 old,
                 prepared=old.prepared or role.prepared,
+                skips=old.skips or role.skips,
                 engine_owned=old.engine_owned or role.engine_owned,
                 accelerator=old.accelerator or role.accelerator,
                 mixed_precision=role.mixed_precision if old.mixed_precision is ... else old.mixed_precision,
@@ -164,7 +168,8 @@ class RoleTable:
                     continue
                 for kind, names in self.declared.items():
                     if text in names or text.split(".")[-1] in names:
-                        self._set(self.key(sub, site.scope), Role(kind, ANNOTATION))
+                        declared = Role(OPTIMIZER, ANNOTATION, skips="declared") if kind == SKIPPABLE_OPTIMIZER else Role(kind, ANNOTATION)
+                        self._set(self.key(sub, site.scope), declared)
 
     def _annotation_role(self, annotation: Optional[cst.Annotation], scope: Scope) -> Optional[Role]:
         if annotation is None:
@@ -311,6 +316,8 @@ class RoleTable:
         func = call.func
         changed = False
         args = positional(call)
+        if len(args) >= 2 and self.qualified(func, scope) == APEX_SCALE_LOSS:
+            changed |= self._set(self.key(args[1], scope), Role(OPTIMIZER, USE, skips="apex"))
         if isinstance(func, cst.Attribute):
             obj, method = func.value, func.attr.value
             name = dotted(obj) or ""

@@ -24,3 +24,16 @@ def skipped_by_the_code(model: "ModuleModel", event: Event) -> Optional[Tuple[Ev
             if (id(guard.test), guard.negated) not in own and FINITENESS in model.guard_kinds(guard):
                 return step, guard
     return None
+
+
+# What to say when a framework skips updates and gives no exact signal steplint can gate on.
+_NO_SIGNAL = {
+    "apex": "apex skips it on overflow and has no public signal of the skip; consider `torch.amp.GradScaler`, whose record `committed_step` reads",
+    "declared": "the configuration declares this optimizer skippable; gate on its framework's own commit signal",
+}
+
+
+def no_signal_note(update: Event) -> str:
+    """`; <advice>` for an update whose framework leaves nothing exact to gate on, else ''."""
+    note = _NO_SIGNAL.get(update.strategy or "")
+    return f" ({note})" if note else ""
