@@ -74,7 +74,7 @@ def check(model):
                 name, check = model.text(step.subject), model.text(skipped[1].test)
                 yield Finding(step.node, f"`{name}` advances even when the code skips `{model.text(skipped[0].node)}` (`{check}`); advance it with the update")
             continue
-        if update is None or not model.per_update_scheduler(step) or model.gated(step.site):
+        if update is None or not model.per_update_scheduler(step) or model.gated(step.site, update):
             continue
         name = model.text(step.subject)
         message = f"`{name}` advances even when `{model.text(update.node)}` skipped the update; gate it on the committed update{no_signal_note(update)}"

@@ -40,7 +40,7 @@ limited to one rank runs on all of them.
 import libcst as cst
 
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
-from steplint.model import COUNTER_INCREMENT, SCHEDULER_STEP
+from steplint.model import COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import RANK
 from steplint.model.syntax import last_name
 from steplint.rewrite import after_statement, lone_statement, move_to
@@ -48,12 +48,16 @@ from steplint.rule import Finding, rule
 
 _WAITS = {"wait_for_everyone", "barrier"}
 
+STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP, SCHEDULER_STEP)
+
 
 @rule("SL402", "rank-conditional-schedule", "Schedule state advances on some ranks only", fix="sometimes")
 def check(model):
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         if event.kind == SCHEDULER_STEP and (event.role is None or event.role.engine_owned):
             continue
+        if event.kind == COUNTER_INCREMENT and not model.events_in(event.site.scope, *STEPS):
+            continue  # (a loop index of a helper with no training step of its own is not a schedule)
         ranks = model.guards_of_kind(event.site, RANK)
         if not ranks:
             continue
