@@ -27,7 +27,10 @@ lr_scheduler.step_update(num_updates=num_updates)
 ```
 
 Silent for counters that feed none of these (a log line's index), counters advanced under a commit
-gate (`if not overflow:`, `if committed:`), and loops whose updates are never skipped.
+gate (`if not overflow:`, `if committed:`), and loops whose updates are never skipped. With
+`recipe = "hf-trainer"` in the configuration (the HF Trainer's and DeepSpeed's convention:
+`global_step` counts attempted updates, the LR moves on committed ones), only counters that feed a
+schedule or an LR are reported.
 
 ## Fix safety
 Safe when the counter feeds only schedules, LR computations and evaluation cadences. Unsafe when it
@@ -57,6 +60,8 @@ def check(model):
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
         feeds = model.counter_feeds(increment) if update is not None else set()
+        if model.settings.recipe == "hf-trainer" and not feeds & {"schedule", "lr"}:
+            continue  # the recipe counts attempts on purpose; only a counter that moves the LR must count commits
         if not feeds or model.gated(increment.site, update):
             continue
         name = model.text(increment.subject)
