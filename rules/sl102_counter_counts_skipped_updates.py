@@ -27,15 +27,19 @@ lr_scheduler.step_update(num_updates=num_updates)
 ```
 
 Silent for counters that feed none of these (a log line's index), counters advanced under a commit
-gate (`if not overflow:`, `if committed:`), and loops whose updates are never skipped. With
-`recipe = "hf-trainer"` in the configuration (the HF Trainer's and DeepSpeed's convention:
-`global_step` counts attempted updates, the LR moves on committed ones), only counters that feed a
-schedule or an LR are reported.
+gate (`if not overflow:`, `if committed:`), loops whose updates are never skipped, a timm
+`step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
+(`samples_seen = step * batch_size`), and the accelerate / DeepSpeed recipe: there the prepared
+scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer
+does), so only a schedule computed from the counter is reported. Plain PyTorch code that follows
+the same convention says so with `recipe = "hf-trainer"` in the configuration.
 
 ## Fix safety
 Safe when the counter feeds only schedules, LR computations and evaluation cadences. Unsafe when it
 also feeds the end of the run or a checkpoint: gating it makes the run longer by the number of
-skipped updates, and changes checkpoint names.
+skipped updates, and changes checkpoint names. The cadence checks that read the counter right after
+it move under the gate with it (else a skipped update would repeat them); when such a check sits
+elsewhere in the loop, no fix is offered.
 
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
@@ -60,8 +64,8 @@ def check(model):
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
         feeds = model.counter_feeds(increment) if update is not None else set()
-        if model.settings.recipe == "hf-trainer" and not feeds & {"schedule", "lr"}:
-            continue  # the recipe counts attempts on purpose; only a counter that moves the LR must count commits
+        if update is not None and (update.strategy in FRAMEWORK_RECIPES or model.settings.recipe == "hf-trainer"):
+            feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
         if not feeds or model.gated(increment.site, update):
             continue
         name = model.text(increment.subject)
@@ -93,6 +97,11 @@ def _readers_after(model, increment):
     inside = all(any(any(s is h for _, s in r.trail) for h in held) for r in readers)
     return count if inside else None
 
+
+# accelerate and DeepSpeed skip the prepared scheduler with the update, and count `global_step` in
+# attempts by convention (as HF Trainer does): checkpoint names, cadences and the end of the run in
+# attempts are that recipe, not a bug. Only a schedule computed from the counter is.
+FRAMEWORK_RECIPES = ("accelerate", "deepspeed")
 
 _WORDS = {"schedule": "the schedule", "lr": "the learning rate", "checkpoint": "checkpoints", "eval": "evaluation", "stop": "the end of the run"}
 
