@@ -372,15 +372,13 @@ def accelerate_windows(model: "ModuleModel") -> AccelerateWindows:
     inside `with accelerator.accumulate(model):` act once per window, so they get a window guard of
     their own (the `accumulate` call), in the same window as `if accelerator.sync_gradients:`.
 
-    `sync_gradients` is a window boundary only for an accelerator that accumulates (`accumulate(...)`
-    or `Accelerator(gradient_accumulation_steps=...)`); otherwise it is always true (an accelerator
-    whose construction we cannot see counts as not accumulating: silent rather than wrong)."""
+    Both are windows only for an accelerator built here with `gradient_accumulation_steps=` (not 1):
+    otherwise `accumulate` accumulates nothing and `sync_gradients` is always true, unless `accelerate
+    config` says more, which we cannot see (silent rather than wrong)."""
     guards: Dict[int, Guard] = {}
-    accumulating = set()  # keys of accelerators with `accumulate(...)` or `gradient_accumulation_steps=`
+    accumulating = set()  # keys of accelerators built with `gradient_accumulation_steps=` (not 1)
     for node, site in model.structure.statements:
-        if isinstance(node, cst.Call) and _accumulate_call(model, node, site.scope):
-            accumulating.add(model.roles.key(node.func.value, site.scope))  # type: ignore[attr-defined]
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
             built = model.roles.constructed(node.value, site.scope)
             steps = keyword(node.value, "gradient_accumulation_steps")
             if built is not None and built.kind == ACCELERATOR and steps is not None and literal(steps) != 1:
@@ -390,7 +388,7 @@ def accelerate_windows(model: "ModuleModel") -> AccelerateWindows:
             continue
         for _, statement in event.site.trail:
             for item in statement.items if isinstance(statement, cst.With) else ():
-                if _accumulate_call(model, item.item, event.site.scope):
+                if _accumulate_call(model, item.item, event.site.scope) and model.roles.key(item.item.func.value, event.site.scope) in accumulating:
                     guards[id(event.node)] = Guard(item.item, False, statement)
     sync = {id(test): model.roles.key(accelerator, scope) in accumulating for test, accelerator, scope in _sync_tests(model)}
     return AccelerateWindows(guards, sync)
