@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tomllib
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VERDICTS = ("true", "false", "unsure")
+CONFIG_FILES = {"pyproject.toml", "steplint.toml", ".gitignore"}
 
 
 @dataclass
@@ -86,20 +86,38 @@ def find_git_dir(mirror_root, repo):
 
 
 def extract(mirror_root, trees_root, repo):
-    """The pinned commit's tree (restricted to `repo.paths`), extracted once into the cache folder."""
+    """The pinned commit's Python files (under `repo.paths`), extracted once into the cache folder.
+
+    Only what steplint reads is written: `*.py` files, plus the repo's own config files. Snapshots
+    may lack their largest blobs (data files), which `git archive` would refuse.
+    """
     tree = trees_root / f"{repo.slug}@{repo.commit[:12]}"
     done_marker = tree / ".corpus-extracted"
     if done_marker.exists():
         return tree
-    git_dir = find_git_dir(mirror_root, repo)
-    tree.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "--format=tar", repo.commit, "--", *repo.paths],
-                             capture_output=True, check=True)
-    tar_path = tree / ".corpus.tar"
-    tar_path.write_bytes(archive.stdout)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(tree, filter="data")
-    tar_path.unlink()
+    git = ["git", f"--git-dir={find_git_dir(mirror_root, repo)}"]
+    listing = subprocess.run([*git, "ls-tree", "-r", "-z", repo.commit, "--", *repo.paths],
+                             capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+    blobs = []
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind == "blob" and mode != "120000" and (path.endswith(".py") or Path(path).name in CONFIG_FILES):
+            blobs.append((sha, path))
+    batch = subprocess.run([*git, "cat-file", "--batch"], input="".join(f"{sha}\n" for sha, _ in blobs).encode(),
+                           capture_output=True, check=True).stdout
+    offset = 0
+    for sha, path in blobs:
+        header_end = batch.index(b"\n", offset)
+        header = batch[offset:header_end].split()
+        offset = header_end + 1
+        if header[-1] == b"missing":
+            continue
+        size = int(header[2])
+        target = tree / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(batch[offset:offset + size])
+        offset += size + 1
     done_marker.write_text(repo.commit + "\n")
     return tree
 
