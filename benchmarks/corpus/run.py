@@ -8,6 +8,9 @@ pinned commit. Fetching is done beforehand (one bare git dir per repository unde
 folder outside the project, runs `steplint check` on it, fingerprints every diagnostic and looks it
 up in `verdicts.toml`, where each diagnostic was judged true, false or unsure by reading the code.
 
+Results are kept per repo under `<trees>/results/`, keyed by the commit and a hash of steplint's
+own source, so a re-run after judging costs nothing until the analyzer changes.
+
 It prints the verdict counts and precision (true / (true + false)) per rule and overall, the
 diagnostics not judged yet (`--emit-unjudged FILE` appends TOML stubs for them), and the judged
 diagnostics that disappeared (a fix in the model, or a regression in recall: read them).
@@ -21,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parent.parent
 VERDICTS = ("true", "false", "unsure")
 CONFIG_FILES = {"pyproject.toml", "steplint.toml", ".gitignore"}
 
@@ -125,13 +130,18 @@ def extract(mirror_root, trees_root, repo):
 def run_steplint(tree, targets, timeout):
     """steplint's JSON report for `targets` (paths relative to `tree`), or None on timeout."""
     command = [sys.executable, "-m", "steplint", "check", "--output-format", "json", "--exit-zero", "-q", *targets]
-    try:
-        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None
-    if done.returncode != 0:
-        raise RuntimeError(f"steplint exited {done.returncode} on {tree}: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout or "[]")
+    # its own process group, so that a timeout also ends the worker processes steplint starts
+    with subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return None
+    if process.returncode != 0:
+        raise RuntimeError(f"steplint exited {process.returncode} on {tree}: {stderr.strip()[-2000:]}")
+    return json.loads(stdout or "[]")
 
 
 def python_files(tree):
@@ -179,11 +189,26 @@ def fingerprint_all(tree, diagnostics_with_ends):
     return result
 
 
+def steplint_signature():
+    """A hash of the analyzer's own source: results linted by the same code are reused."""
+    digest = hashlib.sha1()
+    for path in sorted(path for folder in ("steplint", "rules") for path in (PROJECT / folder).rglob("*.py")):
+        digest.update(path.relative_to(PROJECT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def process(repo, args):
+    saved = args.trees / "results" / f"{repo.slug}@{repo.commit[:12]}-{args.signature}.json"
+    if saved.exists() and not args.fresh:
+        data = json.loads(saved.read_text())
+        return RepoResult(repo, [Diagnostic(**item) for item in data["diagnostics"]], data["timed_out"])
     try:
         tree = extract(args.mirror, args.trees, repo)
         found, timed_out = lint_repo(repo, tree, args.timeout, args.file_timeout)
-        return RepoResult(repo, fingerprint_all(tree, found), timed_out)
+        result = RepoResult(repo, fingerprint_all(tree, found), timed_out)
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps({"diagnostics": [d.__dict__ for d in result.diagnostics], "timed_out": timed_out}))
+        return result
     except Exception as error:  # one broken repo must not hide the others' figures
         return RepoResult(repo, [], [], error=f"{type(error).__name__}: {error}")
 
@@ -262,7 +287,9 @@ def main(argv=None):
     parser.add_argument("--file-timeout", type=float, default=60, help="seconds for one file in per-file runs")
     parser.add_argument("--emit-unjudged", metavar="FILE", help="append TOML stubs for unjudged diagnostics")
     parser.add_argument("--dump", metavar="FILE", help="write all diagnostics with fingerprints as JSON")
+    parser.add_argument("--fresh", action="store_true", help="re-lint even when results of the same steplint code exist")
     args = parser.parse_args(argv)
+    args.signature = steplint_signature()
 
     repos = load_repos(args.repos_file)
     wanted = {name.strip() for name in args.repos.split(",") if name.strip()}
