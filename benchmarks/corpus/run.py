@@ -241,8 +241,8 @@ def report(results, verdicts, args):
             continue
         seen.add(diagnostic.fingerprint)
         per_rule[diagnostic.code][entry["verdict"]] += 1
-    disappeared = [entry for entry in verdicts if entry["repo"] in linted and entry["fingerprint"] not in seen
-                   and entry["fingerprint"] not in {d.fingerprint for d in unjudged}]
+    present = {diagnostic.fingerprint for diagnostic in diagnostics}
+    disappeared = [entry for entry in verdicts if entry["repo"] in linted and entry["fingerprint"] not in present]
 
     print(f"repos: {len(linted)} linted, {len(results) - len(linted)} failed; diagnostics: {len(diagnostics)}")
     for result in results:
