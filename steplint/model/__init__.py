@@ -494,6 +494,12 @@ class ModuleModel:
                         found.add(self.roles.key(target.target.value, site.scope) or "")
         return found
 
+    @staticmethod
+    def stores_data_position(call: cst.Call) -> bool:
+        """A saver handed the batch size with the index (`save_checkpoint(..., step=i + 1,
+        batch_size=bs)`) stores where the data stands, in batches: the right unit for that."""
+        return any(_DATA_SIZE.search(a.keyword.value if a.keyword else dotted(a.value) or "") for a in call.args)
+
     @cached_property
     def _data_positions(self) -> Set[str]:
         """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
