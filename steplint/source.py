@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import List, Tuple
+from functools import cached_property
+from typing import Callable, Dict, List, Mapping, Tuple
 
 # LibCST (like the tokenizer) breaks lines only on these; str.splitlines() knows more separators.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -39,7 +40,7 @@ class Source:
         """Offset just past the row's last character, before its line break."""
         return self.line_starts[row - 1] + len(self.line(row))
 
-    @property
+    @cached_property
     def newline(self) -> str:
         """The file's dominant line break, for inserted lines."""
         counts = {"\r\n": 0, "\n": 0, "\r": 0}
@@ -51,3 +52,15 @@ class Source:
     def indentation(self, row: int) -> str:
         line = self.line(row)
         return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def source_reader(texts: Mapping[str, str]) -> Callable[[str], Source]:
+    """path -> its Source, each built once: a report reads many diagnostics of one file."""
+    built: Dict[str, Source] = {}
+
+    def read(path: str) -> Source:
+        if path not in built:
+            built[path] = Source(path, texts.get(path, ""))
+        return built[path]
+
+    return read
