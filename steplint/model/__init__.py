@@ -8,7 +8,6 @@ from functools import cached_property
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from steplint.model.events import (
     CHECKPOINT_SAVE,
@@ -36,6 +35,7 @@ from steplint.model.events import (
 )
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
+from steplint.model.positions import Positions
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, forget_children, walk_expressions
@@ -58,7 +58,7 @@ STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
 class ModuleModel:
     source: Source
     module: cst.Module
-    positions: Dict[cst.CSTNode, CodeRange]
+    positions: Positions
     imports: ImportMap
     structure: Structure
     roles: RoleTable
@@ -485,10 +485,9 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
 
 def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
     forget_children()
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
     imports = ImportMap(module)
     structure = walk_module(module)
+    positions = Positions(source, module, structure)
     roles = RoleTable(imports, structure, settings.role_names())
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
