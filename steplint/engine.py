@@ -6,12 +6,9 @@ import re
 from dataclasses import dataclass, field
 from typing import List
 
-import libcst as cst
-
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
-from steplint.model import build_model
 from steplint.rule import all_rules
 from steplint.source import Source
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
@@ -24,11 +21,20 @@ SYNTAX_ERROR = "SL001"
 UNUSED_NOQA = "SL002"
 
 
+def needs_analysis(text: str) -> bool:
+    """The prefilter: whether the text can hold anything a rule reports (or a noqa to check)."""
+    return _PREFILTER.search(text) is not None
+
+
 def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
     """Diagnostics for one file's text, sorted by position, without the suppressed ones."""
-    rules = settings.enabled_rules(path)
-    if not _PREFILTER.search(text):
+    if not needs_analysis(text):
         return []
+    import libcst as cst  # only files that pass the prefilter pay for importing the parser
+
+    from steplint.model import build_model
+
+    rules = settings.enabled_rules(path)
     source = Source(path, text)
     try:
         module = cst.parse_module(text)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-import libcst as cst
 
 SAFE = "safe"
 UNSAFE = "unsafe"
@@ -77,6 +76,8 @@ def select_non_overlapping(fixes: Sequence[Fix]) -> List[Fix]:
 
 
 def reparses(text: str) -> bool:
+    import libcst as cst  # (not at import time: reports and cached checks need no parser)
+
     try:
         cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, ValueError):
