@@ -11,6 +11,7 @@ processes). A benchmark, not a test: the figures depend on the machine and on wh
 """
 
 import argparse
+import importlib.util
 import os
 import shutil
 import statistics
@@ -25,9 +26,8 @@ PEERS = ("fixit", "torchfix", "ruff")
 
 
 def torch_tree(destination: Path) -> Path:
-    import torch
-
-    source = Path(torch.__file__).parent
+    # found, not imported: a child forked from a process holding torch would start with its memory
+    source = Path(importlib.util.find_spec("torch").origin).parent
     for name in SUBTREES:
         shutil.copytree(source / name, destination / "torch" / name, ignore=shutil.ignore_patterns("__pycache__"))
     return destination / "torch"
