@@ -16,7 +16,7 @@ from pathlib import Path
 # (stage, file suffix, function name): cumulative time of that function over the run.
 STAGES = [
     ("parse", "libcst/_parser/entrypoints.py", "parse_module"),
-    ("positions", "steplint/model/positions.py", "span"),
+    ("positions", "steplint/model/positions.py", "_place"),
     ("positions (LibCST metadata)", "libcst/metadata/wrapper.py", "resolve"),
     ("structure walk", "steplint/model/structure.py", "walk_module"),
     ("imports", "steplint/model/syntax.py", "__init__"),
