@@ -46,11 +46,11 @@ from steplint.rule import Finding, rule
 
 @rule("SL202", "missing-scaler-update", "`scaler.update()` does not follow every `scaler.step()`", fix="sometimes")
 def check(model):
-    updates = model.of_kind(SCALER_UPDATE)
+    updates = model.by_object(SCALER_UPDATE)
     for step in model.of_kind(SKIPPABLE_STEP):
         if step.strategy != SCALER or step.role is None:
             continue
-        of_this_scaler = [u for u in updates if model.same_object(u, step)]
+        of_this_scaler = updates.get(model.object_key(step), [])
         if any(model.covers(u.site, step.site) for u in of_this_scaler):
             continue
         scaler = model.text(step.subject)

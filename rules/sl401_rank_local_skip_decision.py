@@ -66,8 +66,8 @@ def _reduced(model, guard, step):
         return True
     scope = step.site.scope
     order = model.order_of_expression(guard.test) or 0
-    for collective in model.of_kind(COLLECTIVE):
-        if collective.site.scope is scope and collective.order <= order:
+    for collective in model.events_in(scope, COLLECTIVE):
+        if collective.order <= order:
             for arg in collective.node.args:
                 key = model.roles.key(arg.value, scope)
                 if key and model.mentions(guard.test, scope, key):

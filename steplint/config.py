@@ -49,6 +49,7 @@ class Settings:
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
+    cache_dir: Optional[str] = None  # `cache-dir`, absolute; None: STEPLINT_CACHE_DIR, else .steplint_cache in root
     root: str = "."  # the folder that exclude and per-file-ignores globs are relative to
     origin: str = "defaults"  # the file the settings came from, for messages
 
@@ -130,6 +131,10 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
             changes["schedule_basis"] = _choice(value, key, origin, BASES)
         elif key == "recipe":
             changes["recipe"] = _choice(value, key, origin, RECIPES)
+        elif key == "cache-dir":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{origin}: cache-dir: expected a folder name, got {value!r}")
+            changes["cache_dir"] = os.path.join(root, os.path.expanduser(value))
         elif key == "fix-gate":
             changes["fix_gate"] = _choice(value, key, origin, FIX_GATES)
         elif key == "roles":

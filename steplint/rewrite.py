@@ -7,6 +7,7 @@ engine re-parses the result and drops a fix that would not.
 from __future__ import annotations
 
 import inspect
+from functools import lru_cache
 from typing import List, Optional, Tuple
 
 import libcst as cst
@@ -108,10 +109,13 @@ def _shares_its_pass(model: ModuleModel, update: Event) -> bool:
 
 
 def _module_names(model: ModuleModel) -> set:
-    names = set()
-    for scope in model.structure.scopes:
-        names |= scope.local_names
-    return names | set(model.imports.names)
+    def compute() -> set:
+        names = set()
+        for scope in model.structure.scopes:
+            names |= scope.local_names
+        return names | set(model.imports.names)
+
+    return model.remember(("module_names",), compute)
 
 
 def gate_fix(
@@ -212,6 +216,10 @@ def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -
     """Add a steplint.runtime helper to the module once: its source after the imports, or an import."""
     if name in model.helpers:
         return None
+    return model.remember(("helper_edit", fix_gate, name), lambda: _helper_edit(model, fix_gate, name))
+
+
+def _helper_edit(model: ModuleModel, fix_gate: str, name: str) -> Optional[Edit]:
     newline = model.source.newline
     body = list(model.module.body)
     index = 1 if body and _is_docstring(body[0]) else 0
@@ -220,7 +228,7 @@ def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -
     if fix_gate == IMPORT:
         text = f"from steplint.runtime import {name}{newline}"
     else:
-        text = inspect.getsource(getattr(runtime, name)).replace("\n", newline)
+        text = _runtime_source(name).replace("\n", newline)
     if index > 0:  # after the docstring and imports
         offset = after_statement(model, body[index - 1])
         if offset is None:
@@ -234,6 +242,11 @@ def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -
         return None
     offset, _ = model.span(body[0])  # after a shebang or header comments
     return Edit(offset, offset, text + (newline * 2 if fix_gate != IMPORT else newline))
+
+
+@lru_cache(maxsize=None)
+def _runtime_source(name: str) -> str:
+    return inspect.getsource(getattr(runtime, name))
 
 
 def _blank_lines_before(model: ModuleModel, row: int) -> int:

@@ -9,7 +9,6 @@ from functools import cached_property
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from steplint.model.events import (
     CHECKPOINT_SAVE,
@@ -37,6 +36,7 @@ from steplint.model.events import (
 )
 from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
+from steplint.model.positions import Positions
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, names_in, walk_expressions
@@ -61,7 +61,7 @@ STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
 class ModuleModel:
     source: Source
     module: cst.Module
-    positions: Dict[cst.CSTNode, CodeRange]
+    positions: Positions
     imports: ImportMap
     structure: Structure
     roles: RoleTable
@@ -78,7 +78,7 @@ class ModuleModel:
     # Facts computed once per module and read many times (DESIGN.md: no fact recomputed per event).
     _memo: Dict[tuple, object] = field(default_factory=dict)
 
-    def _remember(self, key: tuple, compute):
+    def remember(self, key: tuple, compute):
         """The memoized value of a fact, computed on first use."""
         if key not in self._memo:
             self._memo[key] = compute()
@@ -88,7 +88,7 @@ class ModuleModel:
 
     def of_kind(self, *kinds: str) -> List[Event]:
         """Events of `kinds` in program order (a shared list: read it, do not change it)."""
-        return self._remember(("of_kind",) + kinds, lambda: [e for e in self.events if e.kind in kinds])
+        return self.remember(("of_kind",) + kinds, lambda: [e for e in self.events if e.kind in kinds])
 
     @cached_property
     def _iterations(self) -> Dict[tuple, List[Event]]:
@@ -108,7 +108,7 @@ class ModuleModel:
             for node, site in self.structure.statements:
                 found[id(site.scope)].append((node, site))
             return found
-        return self._remember(("statements_of",), compute).get(id(scope), [])
+        return self.remember(("statements_of",), compute).get(id(scope), [])
 
     def events_in(self, scope: Scope, *kinds: str) -> List[Event]:
         """Events of `kinds` in one scope, in program order."""
@@ -117,7 +117,7 @@ class ModuleModel:
             for event in self.of_kind(*kinds):
                 found[id(event.site.scope)].append(event)
             return found
-        return self._remember(("events_in",) + kinds, compute).get(id(scope), [])
+        return self.remember(("events_in",) + kinds, compute).get(id(scope), [])
 
     # -- guards ----------------------------------------------------------------------------------
 
@@ -260,6 +260,8 @@ class ModuleModel:
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
+        if "steplint:" not in self.source.text:  # no intent comment anywhere: no need to place the call
+            return self.settings.schedule_basis
         first, last = self.rows(event.site.statement)
         return intent_basis(self.source, range(first, last + 1)) or self.settings.schedule_basis
 
@@ -296,10 +298,24 @@ class ModuleModel:
         """Two events on one object (the same scaler or optimizer), by its key in their scopes."""
         return a.subject is not None and b.subject is not None and self.roles.key(a.subject, a.site.scope) == self.roles.key(b.subject, b.site.scope)
 
+    def object_key(self, event: Event) -> object:
+        """What `same_object` compares: the subject's key in its scope (a fresh marker without a subject)."""
+        return self.roles.key(event.subject, event.site.scope) if event.subject is not None else object()
+
+    def by_object(self, kind: str) -> Dict[object, List[Event]]:
+        """Events of a kind grouped by `object_key`: the events on each object, in program order."""
+        def compute():
+            found: Dict[object, List[Event]] = defaultdict(list)
+            for event in self.of_kind(kind):
+                if event.subject is not None:
+                    found[self.object_key(event)].append(event)
+            return found
+        return self.remember(("by_object", kind), compute)
+
     def batch_indices(self, loop, counters: bool = True) -> Set[str]:
         """Keys that count the batches of a loop: `i` of `for i, batch in enumerate(loader)`, and
         (with `counters`) counters advanced every batch, under no window boundary, in it."""
-        return self._remember(("batch_indices", id(loop), counters), lambda: self._batch_indices(loop, counters))
+        return self.remember(("batch_indices", id(loop), counters), lambda: self._batch_indices(loop, counters))
 
     def _batch_indices(self, loop, counters: bool) -> Set[str]:
         keys: Set[str] = set()
@@ -338,23 +354,23 @@ class ModuleModel:
 
     def checkpoint(self, save: Event) -> Optional[Checkpoint]:
         """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""
-        return self._remember(("checkpoint", id(save)), lambda: checkpoint_contents(self, save))
+        return self.remember(("checkpoint", id(save)), lambda: checkpoint_contents(self, save))
 
     def saved_under(self) -> Dict[str, str]:
         """Role key -> checkpoint key, for what the module's visible checkpoints store."""
-        return self._remember(("saved_under",), lambda: saved_under(self))
+        return self.remember(("saved_under",), lambda: saved_under(self))
 
     def restored_from_checkpoint(self) -> set:
         """Keys of names the module assigns from a checkpoint read."""
-        return self._remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
+        return self.remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
 
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""
-        return self._remember(("step_state", id(scope)), lambda: step_state(self, scope))
+        return self.remember(("step_state", id(scope)), lambda: step_state(self, scope))
 
     def counter_keys(self) -> Set[str]:
         """Keys of the update counters that feed a schedule, an LR, a checkpoint or the end of the run."""
-        return self._remember(("counter_keys",), lambda: counter_keys(self))
+        return self.remember(("counter_keys",), lambda: counter_keys(self))
 
     def visible(self, key: str, scope: Scope) -> bool:
         """A role key that code in `scope` can name: its own, its class's, or a global."""
@@ -374,7 +390,7 @@ class ModuleModel:
             return frozenset(
                 k for k in (self.roles.key(sub, scope) for sub in walk_expressions(expr) if isinstance(sub, (cst.Name, cst.Attribute))) if k
             )
-        return self._remember(("keys_in", id(expr), id(scope)), compute)
+        return self.remember(("keys_in", id(expr), id(scope)), compute)
 
     def mentions(self, expr: cst.CSTNode, scope: Scope, key: str) -> bool:
         return key in self.keys_in(expr, scope)
@@ -434,7 +450,7 @@ class ModuleModel:
         key = self.roles.key(increment.subject, scope)
         if key is None:
             return set()
-        return self._remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
+        return self.remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
 
     def _derived_keys(self, scope: Scope, key: str) -> Set[str]:
         derived = {key}
@@ -722,10 +738,9 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
 
 def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
     forget_children()
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
     imports = ImportMap(module)
     structure = walk_module(module)
+    positions = Positions(source, module, structure)
     roles = RoleTable(imports, structure, settings.role_names())
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)

@@ -94,7 +94,7 @@ def _assignments_to(model: "ModuleModel") -> Dict[tuple, list]:
                 found.setdefault((id(site.scope), target.value), []).append((node, site))
         return found
 
-    return model._remember(("assignments_to",), compute)
+    return model.remember(("assignments_to",), compute)
 
 
 def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -> Optional[Checkpoint]:
@@ -161,7 +161,7 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             found.setdefault(key.split(":", 1)[0], []).append((rank, kind, key))
         return found
 
-    return model._remember(("step_state_by_owner",), compute)
+    return model.remember(("step_state_by_owner",), compute)
 
 
 

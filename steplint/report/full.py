@@ -7,17 +7,18 @@ from typing import Dict, List
 import click
 
 from steplint.diagnostic import Diagnostic
-from steplint.source import Source
+from steplint.source import source_reader
 
 
 def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
     parts = []
+    source_of = source_reader(sources)
     for d in diagnostics:
         head = f"{click.style(d.path, bold=True)}:{d.row}:{d.column}: {click.style(d.code, fg='red', bold=True)} {d.message}"
         parts.append(head)
         text = sources.get(d.path)
         if text is not None:
-            line = Source(d.path, text).line(d.row)
+            line = source_of(d.path).line(d.row)
             gutter = str(d.row)
             pad = " " * len(gutter)
             width = (d.end_column - d.column) if d.end_row == d.row else len(line) - d.column + 1

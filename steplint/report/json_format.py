@@ -6,7 +6,7 @@ import json
 from typing import Dict, List
 
 from steplint.diagnostic import Diagnostic
-from steplint.source import Source
+from steplint.source import Source, source_reader
 
 
 def as_dict(d: Diagnostic, source: Source) -> dict:
@@ -34,5 +34,6 @@ def as_dict(d: Diagnostic, source: Source) -> dict:
 
 
 def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
-    items = [as_dict(d, Source(d.path, sources.get(d.path, ""))) for d in diagnostics]
+    source_of = source_reader(sources)
+    items = [as_dict(d, source_of(d.path)) for d in diagnostics]
     return json.dumps(items, indent=2) + "\n"

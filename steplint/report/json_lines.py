@@ -7,8 +7,9 @@ from typing import Dict, List
 
 from steplint.diagnostic import Diagnostic
 from steplint.report.json_format import as_dict
-from steplint.source import Source
+from steplint.source import source_reader
 
 
 def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
-    return "".join(json.dumps(as_dict(d, Source(d.path, sources.get(d.path, "")))) + "\n" for d in diagnostics)
+    source_of = source_reader(sources)
+    return "".join(json.dumps(as_dict(d, source_of(d.path))) + "\n" for d in diagnostics)
