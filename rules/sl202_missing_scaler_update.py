@@ -72,7 +72,7 @@ def _unscale_then_skip(model, updates):
     """`unscale_` on a path that reaches neither a step nor an update of its scaler: skipped on purpose."""
     steps = model.of_kind(SKIPPABLE_STEP)
     for unscale in model.of_kind(UNSCALE):
-        later = [u for u in updates if model.same_object(u, unscale) and model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
+        later = [u for u in updates.get(model.object_key(unscale), []) if model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
         stepped = [s for s in steps if model.same_object(s, unscale) and model.covers(s.site, unscale.site)]
         if not later or stepped or any(model.covers(u.site, unscale.site) for u in later):
             continue
