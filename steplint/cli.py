@@ -13,7 +13,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import click
 
-from steplint import __version__
+from steplint import __version__, notebook
 from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint.diagnostic import Diagnostic
 from steplint.engine import SYNTAX_ERROR, UNUSED_NOQA, fix_source, lint_source
@@ -78,15 +78,37 @@ def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
         file = read_text(path)
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
+    if notebook.is_notebook(path):
+        return _check_notebook(path, file, settings, mode)
     report = check_text(path, file.text, settings, mode)
     if report.text != file.text and not mode.diff:
         _write(path, file, report)
     return report
 
 
-def _write(path: str, file: TextFile, report: FileReport) -> None:
+def _check_notebook(path: str, file: TextFile, settings: Settings, mode: Mode) -> FileReport:
+    """Check the notebook's code cells as one module; write back only the cells that changed."""
     try:
-        write_text(path, file, report.text)
+        book = notebook.parse(file.text)
+    except notebook.NotebookError as error:
+        return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
+    report = check_text(path, book.source, settings, mode)
+    if report.text != book.source:
+        written = notebook.rewrite(book, report.text)
+        if written is None:  # the fixes touched a cell marker or a masked escape: keep the file
+            report = FileReport(path, book.source, lint_source(path, book.source, settings))
+            report.diagnostics.append(_file_error(path, "fixes not applied: they cannot be mapped back to the notebook's cells"))
+        elif mode.diff:
+            report.diff = notebook.cell_diff(path, book, report.text)
+        else:
+            _write(path, file, report, written)
+    report.diagnostics = notebook.located(report.text, report.diagnostics)
+    return report
+
+
+def _write(path: str, file: TextFile, report: FileReport, text: Optional[str] = None) -> None:
+    try:
+        write_text(path, file, report.text if text is None else text)
     except OSError as error:
         report.diagnostics.append(_file_error(path, f"cannot write the fixed file: {error.strerror or error}"))
         report.fixed = []
@@ -153,7 +175,9 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         if paths == ("-",) or (stdin_filename and not paths):
             _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix)
             return
-        files, missing = discover(paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude)
+        files, missing = discover(
+            paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude, lambda p: resolver.settings_for(p).included(p)
+        )
         jobs = [(path, resolver.settings_for(path)) for path in files]
     except ConfigError as error:
         click.echo(f"steplint: error: {error}", err=True)

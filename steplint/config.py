@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from steplint.files import SKIPPED_DIRS
-from steplint.globs import matches
+from steplint.globs import compile_glob, matches
 from steplint.rule import Rule, all_rules
 from steplint.suppress import BASES
 
@@ -27,6 +27,7 @@ DEFAULT_BASIS = "committed-updates"
 FIX_GATES = ("inline", "import")
 ROLE_KINDS = {"optimizer": "optimizer", "scaler": "scaler", "scheduler": "scheduler", "loss-scaler": "loss-scaler", "accelerator": "accelerator"}
 CONFIG_NAMES = ("steplint.toml", ".steplint.toml")
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")  # as ruff >= 0.6: notebooks are checked by default
 
 
 class ConfigError(Exception):
@@ -42,6 +43,8 @@ class Settings:
     fix_gate: str = "inline"  # "inline": add committed_step to the module; "import": from steplint.runtime
     exclude: Tuple[str, ...] = tuple(sorted(SKIPPED_DIRS))
     extend_exclude: Tuple[str, ...] = ()
+    include: Tuple[str, ...] = DEFAULT_INCLUDE  # which files a folder walk picks up
+    extend_include: Tuple[str, ...] = ()
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     root: str = "."  # the folder that exclude and per-file-ignores globs are relative to
@@ -63,6 +66,10 @@ class Settings:
     def excluded(self, path: str) -> bool:
         relative = self.relative(path)
         return any(matches(p, relative) for p in self.exclude + self.extend_exclude)
+
+    def included(self, path: str) -> bool:
+        relative = self.relative(path)
+        return any(compile_glob(p).fullmatch(relative) for p in self.include + self.extend_include)
 
     def role_names(self) -> Dict[str, FrozenSet[str]]:
         return {kind: frozenset(names) for kind, names in self.roles}
@@ -111,7 +118,7 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
             codes = _strings(value, key, origin)
             expand(codes, key, origin)
             changes[key.replace("-", "_")] = codes
-        elif key in ("exclude", "extend-exclude"):
+        elif key in ("exclude", "extend-exclude", "include", "extend-include"):
             changes[key.replace("-", "_")] = _strings(value, key, origin)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):

@@ -17,6 +17,7 @@ from steplint.model import COMMITTED_STEP, ModuleModel
 from steplint.model.events import Event
 from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
+from steplint.notebook import starts_cell
 
 INLINE, IMPORT = "inline", "import"
 _COMMITTED_NAMES = ("committed", "update_committed")
@@ -175,8 +176,8 @@ def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -
     newline = model.source.newline
     body = list(model.module.body)
     index = 1 if body and _is_docstring(body[0]) else 0
-    while index < len(body) and _is_import(body[index]):
-        index += 1
+    while index < len(body) and _is_import(body[index]) and not (index and starts_cell(body[index])):
+        index += 1  # (in a notebook, the helper goes in the first code cell, after its imports)
     if fix_gate == IMPORT:
         text = f"from steplint.runtime import {name}{newline}"
     else:
