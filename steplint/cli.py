@@ -79,31 +79,33 @@ def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
     if notebook.is_notebook(path):
-        return _check_notebook(path, file, settings, mode)
+        report, written = check_notebook(path, file.text, settings, mode)
+        if written is not None and not mode.diff:
+            _write(path, file, report, written)
+        return report
     report = check_text(path, file.text, settings, mode)
     if report.text != file.text and not mode.diff:
         _write(path, file, report)
     return report
 
 
-def _check_notebook(path: str, file: TextFile, settings: Settings, mode: Mode) -> FileReport:
-    """Check the notebook's code cells as one module; write back only the cells that changed."""
+def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tuple[FileReport, Optional[str]]:
+    """Check a notebook's code cells as one module: the report (on that module's text, diagnostics
+    located in their cells) and the notebook's new JSON, with only the changed cells' source, when
+    anything changed."""
     try:
-        book = notebook.parse(file.text)
+        book = notebook.parse(text)
     except notebook.NotebookError as error:
-        return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
+        return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else []), None
     report = check_text(path, book.source, settings, mode)
-    if report.text != book.source:
-        written = notebook.rewrite(book, report.text)
-        if written is None:  # the fixes touched a cell marker or a masked escape: keep the file
-            report = FileReport(path, book.source, lint_source(path, book.source, settings))
-            report.diagnostics.append(_file_error(path, "fixes not applied: they cannot be mapped back to the notebook's cells"))
-        elif mode.diff:
-            report.diff = notebook.cell_diff(path, book, report.text)
-        else:
-            _write(path, file, report, written)
+    written = notebook.rewrite(book, report.text) if report.text != book.source else None
+    if report.text != book.source and written is None:  # the fixes touched a cell marker or a masked escape
+        report = FileReport(path, book.source, lint_source(path, book.source, settings))
+        report.diagnostics.append(_file_error(path, "fixes not applied: they cannot be mapped back to the notebook's cells"))
+    elif written is not None and mode.diff:
+        report.diff = notebook.cell_diff(path, book, report.text)
     report.diagnostics = notebook.located(report.text, report.diagnostics)
-    return report
+    return report, written
 
 
 def _write(path: str, file: TextFile, report: FileReport, text: Optional[str] = None) -> None:
@@ -220,10 +222,13 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         if mode.fix:
             click.echo(text, nl=False)
         sys.exit(0)
-    report = check_text(path, text, settings, mode)
+    if notebook.is_notebook(path):
+        report, written = check_notebook(path, text, settings, mode)
+    else:
+        report, written = check_text(path, text, settings, mode), None
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:
-        click.echo(report.text, nl=False)
+        click.echo(written or (text if notebook.is_notebook(path) else report.text), nl=False)
         click.echo(rendered, nl=False, err=True)
     elif mode.diff:
         click.echo(report.diff, nl=False)

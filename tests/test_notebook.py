@@ -201,3 +201,16 @@ def test_fixes_that_cannot_map_back_leave_the_notebook_alone():
     assert notebook.rewrite(book, result.text) == FIXED_NOTEBOOK.read_text(encoding="utf-8")
     assert notebook.rewrite(book, result.text.replace("# %% steplint-cell 3\n", "")) is None  # a cell boundary lost
     assert notebook.rewrite(book, result.text.replace("#matplotlib inline\n", "")) is None  # an escape lost
+
+
+def test_stdin_notebook_prints_the_fixed_notebook(tmp_path):
+    original = BUGGY_NOTEBOOK.read_text(encoding="utf-8")
+    fix = subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "--stdin-filename", "nb.ipynb", "-"],
+                         input=original, capture_output=True, text=True)
+    assert fix.returncode == 0 and fix.stdout == FIXED_NOTEBOOK.read_text(encoding="utf-8")
+    lint = subprocess.run([sys.executable, "-m", "steplint", "check", "--output-format", "concise", "--stdin-filename", "nb.ipynb", "-"],
+                          input=original, capture_output=True, text=True)
+    assert lint.returncode == 1 and lint.stdout.startswith("nb.ipynb:cell 5:9:5: SL101")
+    unchanged = subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "--stdin-filename", "nb.ipynb", "-"],
+                               input=FIXED_NOTEBOOK.read_text(encoding="utf-8"), capture_output=True, text=True)
+    assert unchanged.stdout == FIXED_NOTEBOOK.read_text(encoding="utf-8")
