@@ -35,7 +35,10 @@ def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
         return [_unparsable(source, error.raw_line, error.raw_column, error.message)] if SYNTAX_ERROR in rules else []
     except RecursionError:
         return [_unparsable(source, 1, 0, "too deeply nested to parse")] if SYNTAX_ERROR in rules else []
-    model = build_model(source, module, settings)
+    try:
+        model = build_model(source, module, settings)
+    except RecursionError:  # LibCST's metadata recurses per nesting level (a string of 6,000 parts)
+        return [_unparsable(source, 1, 0, "too deeply nested to analyse")] if SYNTAX_ERROR in rules else []
     found_comments = comments(source)
     if found_comments.file_exempt:
         return []
