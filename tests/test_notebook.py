@@ -214,3 +214,12 @@ def test_stdin_notebook_prints_the_fixed_notebook(tmp_path):
     unchanged = subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "--stdin-filename", "nb.ipynb", "-"],
                                input=FIXED_NOTEBOOK.read_text(encoding="utf-8"), capture_output=True, text=True)
     assert unchanged.stdout == FIXED_NOTEBOOK.read_text(encoding="utf-8")
+
+
+def test_add_noqa_writes_into_the_cell(tmp_path):
+    target = tmp_path / "nb.ipynb"
+    target.write_text(BUGGY_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
+    assert steplint("check", "--add-noqa", str(target)).returncode == 0
+    cells = json.loads(target.read_text(encoding="utf-8"))["cells"]
+    assert "    warmup.step()  # expect: SL101  # noqa: SL101\n" in cells[4]["source"]
+    assert steplint("check", str(target)).returncode == 0
