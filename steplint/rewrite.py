@@ -13,10 +13,11 @@ import libcst as cst
 
 from steplint import runtime
 from steplint.fixes import Edit, Fix
-from steplint.model import COMMITTED_STEP, ModuleModel
+from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import Event
 from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
+from steplint.model.syntax import dotted, walk_expressions
 from steplint.notebook import starts_cell
 
 INLINE, IMPORT = "inline", "import"
@@ -85,7 +86,11 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
         if update.gate_var:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
-        return next((n for n in _COMMITTED_NAMES if n not in taken), None)
+        names = _COMMITTED_NAMES
+        if _shares_its_pass(model, update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
+            optimizer = (dotted(update.optimizer) or "").replace(".", "_").lstrip("_")
+            names = (f"{optimizer}_committed",) if optimizer.isidentifier() else ()
+        return next((n for n in names if n not in taken), None)
     if update.strategy == "accelerate" and update.role and update.role.accelerator and not update.role.fused:
         # (accelerate's flag is blind to a fused optimizer's skips: SL106 reports those)
         if model.roles.is_(cst.parse_expression(update.role.accelerator), scope, ACCELERATOR):
@@ -95,6 +100,14 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
     return None  # timm-style loss scalers step and update in one call: nothing exact to read after it
 
 
+def _shares_its_pass(model: ModuleModel, update: Event) -> bool:
+    """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
+    return any(
+        other is not update and other.strategy == SCALER and model.same_iteration(other.site, update.site)
+        for other in model.of_kind(SKIPPABLE_STEP)
+    )
+
+
 def _module_names(model: ModuleModel) -> set:
     names = set()
     for scope in model.structure.scopes:
@@ -102,31 +115,56 @@ def _module_names(model: ModuleModel) -> set:
     return names | set(model.imports.names)
 
 
-def gate_fix(model: ModuleModel, update: Event, target: Event, title: str, applicability: str, fix_gate: str) -> Optional[Fix]:
-    """Run `target` only when `update` committed: rewrite the update to keep its result if needed,
-    add the helper once, and put the target under `if <gate>:`."""
+def gate_fix(
+    model: ModuleModel, update: Event, target: Event, title: str, applicability: str, fix_gate: str, through: int = 0
+) -> Optional[Fix]:
+    """Run `target` (and the `through` statements after it in its block) only when `update`
+    committed: rewrite the update to keep its result if needed, add the helper once, and put the
+    statements under `if <gate>:`."""
     condition = gate_condition(model, update)
     statement = lone_statement(model, target.site)
     if condition is None or statement is None or update.strategy == LOSS_SCALER:
+        return None
+    block, _ = target.site.trail[-1]
+    index = block.index(statement)
+    run = list(block.statements[index : index + 1 + through])
+    rows = _indentable_rows(model, run)
+    if rows is None:
         return None
     edits = committed_update_edits(model, update, condition, fix_gate)
     if edits is None:
         return None
     edits += _init_edits(model, update, target, condition)
     start, _ = model.span(statement.body[0])
-    block, _ = target.site.trail[-1]
-    index = block.index(statement)
     previous = block.statements[index - 1] if index else None
     if (
         isinstance(previous, cst.If) and previous.orelse is None and isinstance(previous.body, cst.IndentedBlock)
         and model.text(previous.test).strip() == condition
     ):
-        edits.append(Edit(start, start, _indent_unit(model, previous)))  # join the gate just above
+        unit = _indent_unit(model, previous)  # join the gate just above
+        edits.append(Edit(start, start, unit))
     else:
         indent = model.source.indentation(model.rows(statement)[0])
         unit = model.module.default_indent
         edits.append(Edit(start, start, f"if {condition}:{model.source.newline}{indent}{unit}"))
+    for row in rows[1:]:
+        offset = model.source.line_starts[row - 1]
+        edits.append(Edit(offset, offset, unit))
     return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}")
+
+
+def _indentable_rows(model: ModuleModel, run: List[cst.BaseStatement]) -> Optional[List[int]]:
+    """The non-blank rows of statements that move one level in, or None when a string literal
+    spans lines (indenting its inner lines would change its value)."""
+    first, _ = model.rows(run[0])
+    _, last = model.rows(run[-1])
+    if len(run) > 1 and any(
+        isinstance(sub, (cst.SimpleString, cst.FormattedString)) and "\n" in model.text(sub)
+        for statement in run
+        for sub in walk_expressions(statement)
+    ):
+        return None
+    return [row for row in range(first, last + 1) if model.source.line(row).strip()]
 
 
 def committed_update_edits(model: ModuleModel, update: Event, condition: str, fix_gate: str) -> Optional[List[Edit]]:

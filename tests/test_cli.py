@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from conftest import FIXTURES, ROOT
-from test_fixtures import INPUTS, NOTEBOOKS, expected
+from test_fixtures import GOLDEN, INPUTS, NOTEBOOKS, expected
 
 from steplint import notebook
 
@@ -27,7 +27,11 @@ def test_fixture_tree_reports_exactly_the_markers():
     for p in NOTEBOOKS:  # folders include notebooks by default
         book = notebook.parse(p.read_text(encoding="utf-8"))
         markers |= {(p.resolve(), cell.number, row, code) for cell in book.cells for row, code in expected(cell.original)}
-    assert reported == markers
+    golden = {p.with_name(p.stem + ".fixed.py").resolve() for p in GOLDEN}
+    assert {r for r in reported if r[0] not in golden} == markers
+    # A golden file may keep a marked problem that has no fix; it reports nothing unmarked.
+    left = {r for r in reported if r[0] in golden}
+    assert left <= {(p, None, row, code) for p in golden for row, code in expected(p.read_text())}
 
 
 def test_json_shape_is_ruffs(tmp_path):
@@ -99,8 +103,9 @@ def test_unsafe_fix_needs_the_flag(tmp_path):
     target.write_text(source)
     safe = steplint("check", "--fix", str(target))
     assert safe.returncode == 1 and target.read_text() == source
-    assert "2 hidden fixes can be enabled with the `--unsafe-fixes` option" in steplint("check", str(target)).stdout  # SL102, SL302
-    assert steplint("check", "--fix", "--unsafe-fixes", str(target)).returncode == 0
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option" in steplint("check", str(target)).stdout  # SL302
+    # SL102 stays, without a fix: the cadence check that reads `iter_num` runs before the update
+    assert steplint("check", "--fix", "--unsafe-fixes", str(target)).returncode == 1
     assert target.read_text() == (FIXTURES / "SL102" / "nanogpt_style.fixed.py").read_text()
 
 

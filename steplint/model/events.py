@@ -72,6 +72,7 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
         event = _call_event(call, site, roles, helper_names)
         if event is not None:
             events.append(event)
+    call_events = {id(e.node): e for e in events}
     for node, site in structure.statements:
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
             if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
@@ -82,10 +83,8 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
                 events.append(Event(SCHEDULER_STEP, node, site, subject=target.value, explicit_position=True))
             elif _is_self_increment(target, node.value):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=target))
-            elif _is_helper_call(node.value, helper_names) and isinstance(target, cst.Name):
-                for event in events:
-                    if event.node is node.value:
-                        event.gate_var = target.value
+            elif _is_helper_call(node.value, helper_names) and isinstance(target, cst.Name) and id(node.value) in call_events:
+                call_events[id(node.value)].gate_var = target.value
         elif isinstance(node, (cst.Break, cst.Return)):
             events.append(Event(EARLY_EXIT, node, site))
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
@@ -113,7 +112,8 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
         added = False
         for call, site in structure.calls:
             callee = roles.callee(call.func, site.scope)
-            if callee is not None and id(callee) in updating and id(call) not in known and not any(e.node is call for e in found):
+            if callee is not None and id(callee) in updating and id(call) not in known:
+                known.add(id(call))
                 found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL))
                 if not site.loops and id(site.scope) not in updating:
                     updating.add(id(site.scope))
@@ -165,7 +165,7 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             return Event(UNSCALE, call, site, obj, role, optimizer=args[0])
         if method == "zero_grad" and kind == OPTIMIZER:
             return Event(ZERO_GRAD, call, site, obj, role, optimizer=obj)
-        if method == "load_state_dict" and kind in (OPTIMIZER, SCHEDULER, SCALER) and args:
+        if method == "load_state_dict" and kind in (OPTIMIZER, SCHEDULER, SCALER) and args and not _copies_live_state(args[0]):
             return Event(STATE_LOAD, call, site, obj, role)
         if method == "register_step_post_hook" and kind == OPTIMIZER:
             return Event(STEP_HOOK, call, site, obj, role, optimizer=obj)
@@ -191,6 +191,15 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if name in _LOG_CALLS:
             return Event(LOG, call, site, func)
     return None
+
+
+def _copies_live_state(argument: cst.BaseExpression) -> bool:
+    """`opt.load_state_dict(other.state_dict())` (or a deepcopy of it) copies live state between
+    objects: it is not a resume from a checkpoint."""
+    return any(
+        isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value == "state_dict"
+        for sub in walk_expressions(argument)
+    )
 
 
 def _param_group_vars(structure: Structure) -> set:

@@ -58,6 +58,7 @@ class Guard:
     negated: bool
     statement: cst.CSTNode
     early_exit: bool = False
+    raises: bool = False  # the guarded branch ends in `raise`: the run stops there, nothing is skipped
 
 
 @dataclass(eq=False)
@@ -88,6 +89,7 @@ class Structure:
     for_loops: List[Tuple[cst.For, Site]] = field(default_factory=list)
     while_loops: List[Tuple[cst.While, Site]] = field(default_factory=list)
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
+    holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
 
 
 def walk_module(module: cst.Module) -> Structure:
@@ -108,9 +110,9 @@ class _Walker:
         for statement in block.statements:
             here = trail + ((block, statement),)
             self.statement(statement, scope, loops, guards, here)
-            exit_test = _early_exit_test(statement)
-            if exit_test is not None:
-                guards = guards + (Guard(exit_test, negated=True, statement=statement, early_exit=True),)
+            exit_guard = _early_exit_guard(statement)
+            if exit_guard is not None:
+                guards = guards + (exit_guard,)
 
     def site(self, scope, loops, guards, trail) -> Site:
         self.order += 1
@@ -119,7 +121,9 @@ class _Walker:
     def record(self, node: cst.CSTNode, site: Site, scope: Scope) -> None:
         self.structure.statements.append((node, site))
         self.structure.site_of[id(node)] = site
+        holder = self.structure.holder
         for sub in walk_expressions(node):
+            holder.setdefault(id(sub), node)
             if isinstance(sub, cst.Call):
                 self.structure.calls.append((sub, site))
         _bind_names(node, scope)
@@ -166,7 +170,8 @@ class _Walker:
 
     def if_statement(self, statement: cst.If, scope, loops, guards, trail) -> None:
         self.record(statement.test, self.site(scope, loops, guards, trail), scope)
-        self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement),), trail)
+        raises = _ends_in(statement.body, (cst.Raise,))
+        self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement, raises=raises),), trail)
         orelse = statement.orelse
         negated = guards + (Guard(statement.test, True, statement),)
         if isinstance(orelse, cst.If):
@@ -206,14 +211,24 @@ class _ClassScope(Scope):
         super().__init__(outer.node, outer.name, class_name, outer.self_name, outer.params, outer.local_names)
 
 
-def _early_exit_test(statement: cst.BaseStatement) -> Optional[cst.BaseExpression]:
-    """`cond` of `if cond: ...; continue` (no else), whose rest of block runs only when not cond."""
-    if not isinstance(statement, cst.If) or statement.orelse is not None:
+def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
+    """The condition the rest of a block runs under after an `if` that ends the pass on one side:
+    `if cond: ...; continue` (no else) leaves `not cond`; `if cond: ... else: continue` leaves `cond`."""
+    if not isinstance(statement, cst.If):
         return None
-    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else [statement.body]
+    if statement.orelse is None:
+        if _ends_in(statement.body, _EXITS):
+            return Guard(statement.test, True, statement, early_exit=True, raises=_ends_in(statement.body, (cst.Raise,)))
+    elif isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, _EXITS) and not _ends_in(statement.body, _EXITS):
+        return Guard(statement.test, False, statement, early_exit=True, raises=_ends_in(statement.orelse.body, (cst.Raise,)))
+    return None
+
+
+def _ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
+    body = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
     last = body[-1] if body else None
     smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
-    return statement.test if smalls and isinstance(smalls[-1], _EXITS) else None
+    return bool(smalls) and isinstance(smalls[-1], kinds)
 
 
 def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
