@@ -497,20 +497,20 @@ def _alarm(signum, frame):
 
 
 def run_one(task) -> Outcome:
-    """One program in a worker: build it, check it under the time limit."""
+    """One program in a worker: build it, then check it under the time limit (generating is not timed)."""
     seed, index, tree_file, timeout, folder = task
+    kind_name, data, suffix = "tree", b"", ".py"
+    if tree_file:
+        data = Path(tree_file).read_bytes()
+    else:
+        try:
+            kind_name, data = program(seed, index)
+        except Exception:
+            return Outcome(index, "harness-error", traceback.format_exc(limit=-3))
+        suffix = ".ipynb" if kind_name == "notebook" else ".py"
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
-    kind_name, data, suffix = "tree", b"", ".py"
     try:
-        if tree_file:
-            data = Path(tree_file).read_bytes()
-        else:
-            try:
-                kind_name, data = program(seed, index)
-            except Exception:
-                return Outcome(index, "harness-error", traceback.format_exc(limit=-3))
-            suffix = ".ipynb" if kind_name == "notebook" else ".py"
         changed = check_file(os.path.join(folder, f"p{index}{suffix}"), data)
         return Outcome(index, "held", fixed=changed)
     except Timeout:
