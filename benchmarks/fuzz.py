@@ -288,24 +288,40 @@ def tabs(text, rng):
         return text
 
 
-def comments(text, rng):
-    """Comments where tokens allow them: ends of lines, own lines at odd indentation, inside brackets."""
+def _insert_at_tokens(text: str, rng: random.Random, choose, most: int) -> str:
+    """Insert up to `most` pieces where `choose(token, start, end, depth)` offers one (an offset and
+    the text to insert there); offsets index `text`, depth is the bracket depth before the token."""
     tokens = _tokens(text)
     if not tokens:
         return text
     starts = _offsets(text)
-    spots = []
+    depth, spots = 0, []
     for t in tokens:
-        at = starts[t.start[0] - 1] + t.start[1] if t.start[0] - 1 < len(starts) else len(text)
+        start = starts[t.start[0] - 1] + t.start[1] if t.start[0] - 1 < len(starts) else len(text)
+        end = start + len(t.string) if t.start[0] == t.end[0] else None
+        spot = choose(t, start, end, depth)
+        if spot is not None:
+            spots.append(spot)
+        if t.type == tokenize.OP and t.string in "([{":
+            depth += 1
+        elif t.type == tokenize.OP and t.string in ")]}":
+            depth -= 1
+    for at, piece in sorted(rng.sample(spots, min(len(spots), rng.randint(1, most))), reverse=True):
+        text = text[:at] + piece + text[at:]
+    return text
+
+
+def comments(text, rng):
+    """Comments where tokens allow them: ends of lines, inside brackets, own lines at odd indentation."""
+
+    def choose(t, start, end, depth):
         if t.type in (tokenize.NEWLINE, tokenize.NL) and t.string:
-            spots.append((at, "  # odd: comment"))
-        elif t.type == tokenize.OP and t.string in "([{,":
-            spots.append((at + 1, "  # in brackets\n"))
-    if not spots:
-        return text
-    edits = sorted(rng.sample(spots, min(len(spots), rng.randint(1, 4))), reverse=True)
-    for at, comment in edits:
-        text = text[:at] + comment + text[at:]
+            return start, "  # odd: comment"
+        if t.type == tokenize.OP and t.string in "([{,":
+            return start + 1, "  # in brackets\n"
+        return None
+
+    text = _insert_at_tokens(text, rng, choose, 4)
     if rng.random() < 0.5:
         lines = text.splitlines(keepends=True)
         row = rng.randrange(len(lines) + 1) if lines else 0
@@ -317,24 +333,14 @@ def comments(text, rng):
 
 def continuations(text, rng):
     """A backslash continuation after an operator at bracket depth 0, or a line break inside brackets."""
-    tokens = _tokens(text)
-    if not tokens:
-        return text
-    starts = _offsets(text)
-    depth, spots = 0, []
-    for t in tokens:
-        if t.type == tokenize.OP:
-            if t.string in "([{":
-                depth += 1
-            elif t.string in ")]}":
-                depth -= 1
-            at = starts[t.start[0] - 1] + t.end[1] if t.start[0] == t.end[0] else None
-            if at is not None and t.string in ("=", "+", "-", "*", ",", "(", "[", ".", "and", "or"):
-                spots.append((at, " \\\n        " if depth == 0 else "\n    "))
-    if not spots:
-        return text
-    at, piece = rng.choice(spots)
-    return text[:at] + piece + text[at:]
+
+    def choose(t, start, end, depth):
+        if end is None or not (t.type == tokenize.OP and t.string in ("=", "+", "-", "*", ",", "(", "[", ".")):
+            return None
+        inside = depth + (t.string in "([")
+        return end, " \\\n        " if inside == 0 else "\n    "
+
+    return _insert_at_tokens(text, rng, choose, 1)
 
 
 def trailing_whitespace(text, rng):
