@@ -16,7 +16,9 @@ Programs, program i drawn from its own seeded random generator (runs are repeata
 Each program goes through the file reading of `steplint check`, then `lint_source` and
 `fix_source(..., unsafe_fixes=True)`, one round at a time. Checked:
 - `internal-error`: an exception, or an SL000 diagnostic;
-- `fix-unparsable`: a program that compiles is fixed into one that does not (compile() or LibCST);
+- `fix-unparsable`: a fix of a program that parses gives one that does not (Python's parser or
+  LibCST's), or a fix of one that compiles gives one that does not; a program that does not
+  parse is changed;
 - `outside-edits`: a round's result is not its input with the edits of the fixes it reports
   applied (so some byte outside the edits changed), or two applied fixes' edits overlap;
 - `second-fix-changes`: fixes still apply after the engine's round limit (a second `--fix` would
@@ -33,6 +35,7 @@ under --save (default fuzz-failures/) as `<kind>-<i>.py` (or .ipynb) with the re
 from __future__ import annotations
 
 import argparse
+import ast
 import io
 import json
 import multiprocessing
@@ -57,9 +60,9 @@ import libcst as cst
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from steplint import notebook  # noqa: E402
+from steplint import engine, notebook  # noqa: E402
 from steplint.config import Settings  # noqa: E402
-from steplint.engine import MAX_FIX_ROUNDS, fix_source, lint_source  # noqa: E402
+from steplint.engine import MAX_FIX_ROUNDS, fix_source  # noqa: E402
 from steplint.files import FileError, read_text, write_text  # noqa: E402
 from steplint.fixes import apply_edits, normalized, reparses  # noqa: E402
 
@@ -95,6 +98,11 @@ class Report:
     skipped: int = 0
     failures: Counter = field(default_factory=Counter)
     examples: Dict[str, str] = field(default_factory=dict)
+    interrupted: bool = False
+
+    def summary(self) -> str:
+        return (f"tried {self.tried}, held {self.held} ({self.fixed} of them fixed), failed {sum(self.failures.values())}, "
+                f"timeouts {self.timeouts}, not decodable {self.skipped}")
 
 
 # -- programs -----------------------------------------------------------------------------------
@@ -129,7 +137,10 @@ def program(seed: int, index: int) -> Tuple[str, bytes]:
     block = index // BLOCK
     rng = random.Random(f"{seed}:{index}")
     if block % 4 == 1:
-        return "hypothesmith", hypothesmith_programs(seed * 100_003 + block)[index % BLOCK].encode("utf-8", "surrogatepass")
+        generated = hypothesmith_programs(seed * 100_003 + block)[index % BLOCK]
+        if index % 2:  # past the engine's text prefilter, so that the program is parsed and modelled
+            generated += "\n# scaler.step(optimizer); torch.save(state)\n"
+        return "hypothesmith", generated.encode("utf-8", "surrogatepass")
     text = mutate(rng.choice(seed_programs()), rng)
     if rng.random() < 0.15:
         return "notebook", as_notebook(text, rng).encode("utf-8")
@@ -393,11 +404,13 @@ class Failure(Exception):
         self.kind = kind
 
 
-def _compiles(text: str) -> bool:
+def _compiles(text: str, flags: int = 0) -> bool:
+    """Whether Python compiles the text (with `ast.PyCF_ONLY_AST`: whether it parses; `break`
+    outside a loop parses, and LibCST takes it, but does not compile)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings of the checked code are not ours to print
-            compile(text, "<fuzz>", "exec", dont_inherit=True)
+            compile(text, "<fuzz>", "exec", flags=flags, dont_inherit=True)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return True
@@ -423,9 +436,9 @@ def check_text(path: str, text: str) -> str:
 
     A round's `remaining` diagnostics are the next round's input, so the loop ends exactly where a
     second `--fix` would find nothing more to do."""
-    diagnostics = lint_source(path, text, SETTINGS)
+    diagnostics = engine.lint_source(path, text, SETTINGS)
     _no_internal_error(diagnostics)
-    compiled = _compiles(text)
+    parsed, compiled = _compiles(text, ast.PyCF_ONLY_AST), _compiles(text)
     current, rounds = text, 0
     while _fixable(diagnostics):
         if rounds == MAX_FIX_ROUNDS:
@@ -440,10 +453,10 @@ def check_text(path: str, text: str) -> str:
             raise Failure("outside-edits", f"applied fixes of {codes} have overlapping edits")
         if apply_edits(current, edits) != one.text:
             raise Failure("outside-edits", f"a round changed text outside the edits of {codes}")
-        if not compiled:
-            raise Failure("fix-unparsable", "a module that does not compile was changed")
-        if not (_compiles(one.text) and reparses(one.text)):
-            raise Failure("fix-unparsable", f"fixes of {codes} made the module unparsable")
+        if not parsed:
+            raise Failure("fix-unparsable", "a module that does not parse was changed")
+        if not (_compiles(one.text, ast.PyCF_ONLY_AST) and reparses(one.text)) or (compiled and not _compiles(one.text)):
+            raise Failure("fix-unparsable", f"fixes of {codes} made the module unparsable (or no longer compile)")
         current, diagnostics, rounds = one.text, one.remaining, rounds + 1
     lost = _comments(text) - _comments(current)
     if lost:
@@ -531,37 +544,54 @@ def run_one(task) -> Outcome:
         signal.alarm(0)
 
 
-def run(count: int = 0, seed: int = 0, jobs: int = 1, timeout: int = 60, save: Optional[str] = None, trees=()) -> Report:
+def run(count: int = 0, seed: int = 0, jobs: int = 1, timeout: int = 60, save: Optional[str] = None, trees=(), progress=None) -> Report:
+    """Check the programs; Ctrl-C stops early and returns the counts so far (`interrupted`)."""
     files = [
         str(p) for tree in trees for p in sorted(Path(tree).rglob("*.py"))
         if p.is_file() and "site-packages" not in p.relative_to(tree).parts  # a tree's own files, not installed packages
     ]
     report = Report()
+    # lint_source is a pure function of (path, text, settings): remembering the last few results
+    # spares the second lint of each text (fix_source lints a round's input, the checks lint it
+    # too) and changes no result. Workers fork after this, so they inherit it.
+    unremembered = engine.lint_source
+    engine.lint_source = lru_cache(maxsize=4)(unremembered)
     with tempfile.TemporaryDirectory(prefix="steplint-fuzz-") as folder:
         tasks = [(seed, i, files[i] if files else None, timeout, folder) for i in range(len(files) or count)]
-        if jobs > 1:
-            with multiprocessing.Pool(jobs) as pool:
-                outcomes = list(pool.imap_unordered(run_one, tasks, chunksize=BLOCK))
-        else:
-            outcomes = [run_one(task) for task in tasks]
-    for outcome in outcomes:
-        report.tried += 1
-        report.fixed += outcome.fixed
-        if outcome.kind == "held":
-            report.held += 1
-        elif outcome.kind == "timeout":
-            report.timeouts += 1
-        elif outcome.kind == "skipped":
-            report.skipped += 1
-        else:
-            report.failures[outcome.kind] += 1
-            report.examples.setdefault(outcome.kind, outcome.detail)
-        if save and outcome.kind not in ("held", "skipped"):
-            os.makedirs(save, exist_ok=True)
-            name = os.path.join(save, f"{outcome.kind}-{outcome.index}")
-            Path(name + outcome.suffix).write_bytes(outcome.program)
-            Path(name + ".txt").write_text(outcome.detail + "\n", encoding="utf-8")
+        pool = multiprocessing.Pool(jobs) if jobs > 1 else None
+        outcomes = pool.imap_unordered(run_one, tasks, chunksize=1 if files else BLOCK) if pool else map(run_one, tasks)
+        try:
+            for outcome in outcomes:
+                _record(report, outcome, save)
+                if progress and report.tried % progress == 0:
+                    print(f"... {report.tried}/{len(tasks)}: {report.summary()}", file=sys.stderr, flush=True)
+        except KeyboardInterrupt:
+            report.interrupted = True
+        finally:
+            if pool:
+                pool.terminate()
+                pool.join()
+            engine.lint_source = unremembered
     return report
+
+
+def _record(report: Report, outcome: Outcome, save: Optional[str]) -> None:
+    report.tried += 1
+    report.fixed += outcome.fixed
+    if outcome.kind == "held":
+        report.held += 1
+    elif outcome.kind == "timeout":
+        report.timeouts += 1
+    elif outcome.kind == "skipped":
+        report.skipped += 1
+    else:
+        report.failures[outcome.kind] += 1
+        report.examples.setdefault(outcome.kind, outcome.detail)
+    if save and outcome.kind not in ("held", "skipped"):
+        os.makedirs(save, exist_ok=True)
+        name = os.path.join(save, f"{outcome.kind}-{outcome.index}")
+        Path(name + outcome.suffix).write_bytes(outcome.program)
+        Path(name + ".txt").write_text(outcome.detail + "\n", encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -571,13 +601,14 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--timeout", type=int, default=60, help="seconds per program")
     parser.add_argument("--save", default="fuzz-failures")
+    parser.add_argument("--progress", type=int, default=0, help="print the counts to stderr every N programs")
     parser.add_argument("--tree", action="append", default=[], help="check every .py file under this folder (not its site-packages), unmutated")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    report = run(args.count, args.seed, args.jobs, args.timeout, args.save, args.tree)
+    report = run(args.count, args.seed, args.jobs, args.timeout, args.save, args.tree, progress=args.progress)
     failed = sum(report.failures.values())
-    print(f"tried {report.tried}, held {report.held} ({report.fixed} of them fixed), failed {failed}, timeouts {report.timeouts} (>{args.timeout} s), "
-          f"not decodable {report.skipped}, {time.perf_counter() - started:.0f} s")
+    stopped = " (interrupted)" if report.interrupted else ""
+    print(f"{report.summary()} (timeout {args.timeout} s), {time.perf_counter() - started:.0f} s{stopped}")
     for kind, n in report.failures.most_common():
         print(f"  {n:6} {kind}: e.g. {report.examples[kind].strip().splitlines()[-1][:160]}")
     if failed or report.timeouts:

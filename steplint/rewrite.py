@@ -174,9 +174,14 @@ def committed_update_edits(model: ModuleModel, update: Event, condition: str, fi
     statement = lone_statement(model, update.site)
     if statement is None or not isinstance(statement.body[0], cst.Expr) or statement.body[0].value is not update.node:
         return None
-    start, end = model.span(update.node)
-    call = f"{condition} = {COMMITTED_STEP}({model.text(update.subject)}, {model.text(update.optimizer)})"
-    edits = [Edit(start, end, call)]
+    call = update.node
+    if not isinstance(call, cst.Call) or len(call.args) != 1:
+        return None  # further arguments go to optimizer.step(), and committed_step does not pass them on
+    # Rewrite `scaler.step(` only: the argument, and any comment around it, stay as they are.
+    start, _ = model.span(call)
+    after = model.source.text.index("(", model.span(call.func)[1]) + 1
+    space = "" if model.source.text[after : after + 1] in (" ", "\t", "\r", "\n", "#") else " "
+    edits = [Edit(start, after, f"{condition} = {COMMITTED_STEP}({model.text(update.subject)},{space}")]
     helper = helper_edit(model, fix_gate)
     if helper is not None:
         edits.append(helper)

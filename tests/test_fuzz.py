@@ -42,3 +42,23 @@ def test_a_string_of_many_parts_is_reported_not_raised():
     [found] = lint_source("topics.py", text, Settings())
     assert (found.code, found.row, found.message) == ("SL001", 1, "Cannot parse: too deeply nested to analyse")
     assert fix_source("topics.py", text, Settings(), unsafe_fixes=True).text == text
+
+
+def test_update_with_more_arguments_is_reported_without_a_fix():
+    """Found while fixing a fuzz failure (a comment inside `scaler.step(...)` was dropped by the
+    fix): the rewrite also dropped any argument after the optimizer, which GradScaler passes on to
+    optimizer.step(). committed_step takes none, so no fix is offered for such a call."""
+    from steplint.config import Settings
+    from steplint.engine import fix_source, lint_source
+
+    text = (
+        "def fit(net, opt, sched, scaler, batches, closure):\n"
+        "    for x in batches:\n"
+        "        scaler.scale(net(x).mean()).backward()\n"
+        "        scaler.step(opt, closure)\n"
+        "        scaler.update()\n"
+        "        sched.step()\n"
+    )
+    [found] = [d for d in lint_source("fit.py", text, Settings()) if d.code == "SL101"]
+    assert found.fix is None
+    assert fix_source("fit.py", text, Settings(), unsafe_fixes=True).text == text
