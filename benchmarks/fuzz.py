@@ -23,7 +23,8 @@ Each program goes through the file reading of `steplint check`, then `lint_sourc
   applied (so some byte outside the edits changed), or two applied fixes' edits overlap;
 - `second-fix-changes`: fixes still apply after the engine's round limit (a second `--fix` would
   change the file again);
-- `comment-lost`: a comment of the input is missing from the fixed text;
+- `comment-lost`: a comment is missing from a round's result, other than one on whole lines that a
+  fix deletes or replaces (an expression rewritten within its line must keep its comments);
 - `line-endings` / `encoding`: a CRLF file gets bare LF lines, or the written file loses its
   BOM or encoding;
 - `notebook-*`: the fixed notebook is not valid JSON, changed more than cells' `source`, lost an
@@ -457,10 +458,13 @@ def check_text(path: str, text: str) -> str:
             raise Failure("fix-unparsable", "a module that does not parse was changed")
         if not (_compiles(one.text, ast.PyCF_ONLY_AST) and reparses(one.text)) or (compiled and not _compiles(one.text)):
             raise Failure("fix-unparsable", f"fixes of {codes} made the module unparsable (or no longer compile)")
+        # Whole lines a fix deletes or replaces (a statement moved, an `if` removed) take their
+        # comments along; an expression rewritten within its line must keep them.
+        deleted = [current[e.start : e.end] for e in edits if not e.content or current[e.start - 1 : e.start] in ("", "\n", "\r")]
+        lost = [c for c in _comments(current) - _comments(one.text) if not any(c in d for d in deleted)]
+        if lost:
+            raise Failure("comment-lost", f"fixes of {codes} dropped comments: {lost[:3]}")
         current, diagnostics, rounds = one.text, one.remaining, rounds + 1
-    lost = _comments(text) - _comments(current)
-    if lost:
-        raise Failure("comment-lost", f"comments lost: {list(lost)[:3]}")
     if "\r\n" in text and "\n" not in text.replace("\r\n", "") and "\n" in current.replace("\r\n", ""):
         raise Failure("line-endings", "a CRLF file got bare LF line breaks")
     return current
