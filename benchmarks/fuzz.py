@@ -515,7 +515,11 @@ def check_notebook(path: str, text: str) -> bool:
     return True
 
 
+_ALARMED = []  # set when the alarm fired: a library's cleanup may turn the Timeout into another error
+
+
 def _alarm(signum, frame):
+    _ALARMED.append(True)
     raise Timeout()
 
 
@@ -532,6 +536,7 @@ def run_one(task) -> Outcome:
             return Outcome(index, "harness-error", traceback.format_exc(limit=-3))
         suffix = ".ipynb" if kind_name == "notebook" else ".py"
     signal.signal(signal.SIGALRM, _alarm)
+    _ALARMED.clear()
     signal.alarm(timeout)
     try:
         changed = check_file(os.path.join(folder, f"p{index}{suffix}"), data)
@@ -543,6 +548,8 @@ def run_one(task) -> Outcome:
             return Outcome(index, "skipped", str(failure))
         return Outcome(index, failure.kind, f"{tree_file or kind_name}: {failure}", data, suffix)
     except Exception:
+        if _ALARMED:
+            return Outcome(index, "timeout", tree_file or kind_name, data, suffix)
         return Outcome(index, "internal-error", f"{tree_file or kind_name}: {traceback.format_exc(limit=-3)}", data, suffix)
     finally:
         signal.alarm(0)
