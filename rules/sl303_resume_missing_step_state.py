@@ -48,14 +48,17 @@ def check(model):
     loaded = {model.roles.key(e.subject, e.site.scope) for e in loads}
     saved = model.saved_under()
     restored = model.restored_from_checkpoint()
+    reported = set()
     for load in loads:
         if load.role.kind != OPTIMIZER:
             continue
         state = model.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if key not in loaded]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
-        if not missing:
-            continue
+        identity = (id(load.site.scope), tuple(missing))
+        if not missing or identity in reported:
+            continue  # (two optimizers restored in one place are one resume)
+        reported.add(identity)
         listed = ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing)
         message = f"Resume restores the optimizer but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
         yield Finding(load.node, message, _restore(model, load, missing, saved))

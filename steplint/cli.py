@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import signal
 import sys
+import traceback
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -16,8 +18,8 @@ import click
 from steplint import __version__, notebook
 from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint.diagnostic import Diagnostic
-from steplint.engine import SYNTAX_ERROR, UNUSED_NOQA, fix_source, lint_source
-from steplint.files import FileError, TextFile, discover, read_text, write_text
+from steplint.engine import INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source
+from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS
 from steplint.rule import all_rules
@@ -44,6 +46,9 @@ class FileReport:
     fixed: List[Diagnostic] = field(default_factory=list)
     diff: str = ""
     noqa_added: int = 0
+    warning: str = ""  # why the file was skipped or not analysed: a message, not a diagnostic
+    internal_traceback: str = ""  # of an internal error, printed with --verbose
+    write_error: str = ""  # why the fixed text could not be written (the file is unchanged)
 
 
 def _codes(values: Tuple[str, ...]) -> Tuple[str, ...]:
@@ -73,19 +78,46 @@ def check_text(path: str, text: str, settings: Settings, mode: Mode) -> FileRepo
     return report
 
 
+def checked_text(path: str, text: str, settings: Settings, mode: Mode) -> FileReport:
+    """check_text, with an internal error turned into one SL000 diagnostic and the text unchanged."""
+    try:
+        return check_text(path, text, settings, mode)
+    except Exception as error:  # a bug in steplint costs this file's results, never the run's
+        return FileReport(path, text, [internal_error(path, error)], internal_traceback=_short_traceback(error))
+
+
+def _short_traceback(error: BaseException) -> str:
+    """The innermost frames, without the exceptions it interrupted: LibCST's messages can print
+    whole syntax trees."""
+    lines = traceback.format_exception(type(error), error, error.__traceback__, limit=-25, chain=False)
+    text = "".join(lines)
+    return text if len(text) < 20_000 else text[:10_000] + "\n[...]\n" + text[-10_000:]
+
+
 def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
     try:
         file = read_text(path)
+    except NotRegularFile as error:
+        return FileReport(path, warning=f"skipped: {error}")
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
     if notebook.is_notebook(path):
         report, written = check_notebook(path, file.text, settings, mode)
-        if written is not None and not mode.diff:
-            _write(path, file, report, written)
+    else:
+        report = checked_text(path, file.text, settings, mode)
+        if len(file.text) > MAX_ANALYSED_CHARS:
+            report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
+                              " steplint analyses (generated code or data?); only Python's syntax check ran")
+        written = report.text if report.text != file.text else None
+    if written is None or mode.diff:
         return report
-    report = check_text(path, file.text, settings, mode)
-    if report.text != file.text and not mode.diff:
-        _write(path, file, report)
+    try:
+        write_text(path, file, written)
+    except FileError as error:
+        # Nothing was written: report the file as it is on disk, with the reason on stderr.
+        unfixed = check_notebook(path, file.text, settings, Mode())[0] if notebook.is_notebook(path) else checked_text(path, file.text, settings, Mode())
+        unfixed.write_error = str(error)
+        return unfixed
     return report
 
 
@@ -97,24 +129,15 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
         book = notebook.parse(text)
     except notebook.NotebookError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else []), None
-    report = check_text(path, book.source, settings, mode)
+    report = checked_text(path, book.source, settings, mode)
     written = notebook.rewrite(book, report.text) if report.text != book.source else None
     if report.text != book.source and written is None:  # the fixes touched a cell marker or a masked escape
-        report = FileReport(path, book.source, lint_source(path, book.source, settings))
+        report = checked_text(path, book.source, settings, Mode())
         report.diagnostics.append(_file_error(path, "fixes not applied: they cannot be mapped back to the notebook's cells"))
     elif written is not None and mode.diff:
         report.diff = notebook.cell_diff(path, book, report.text)
     report.diagnostics = notebook.located(report.text, report.diagnostics)
     return report, written
-
-
-def _write(path: str, file: TextFile, report: FileReport, text: Optional[str] = None) -> None:
-    try:
-        write_text(path, file, report.text if text is None else text)
-    except OSError as error:
-        report.diagnostics.append(_file_error(path, f"cannot write the fixed file: {error.strerror or error}"))
-        report.fixed = []
-        report.noqa_added = 0
 
 
 def _file_error(path: str, message: str) -> Diagnostic:
@@ -127,8 +150,15 @@ def _run(jobs: Sequence[Tuple[str, Settings]], mode: Mode) -> Iterator[FileRepor
     if len(jobs) < _PARALLEL_FROM or workers < 2:
         yield from (_check_file(path, settings, mode) for path, settings in jobs)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
+    try:
         yield from pool.map(_check_file, [p for p, _ in jobs], [s for _, s in jobs], [mode] * len(jobs), chunksize=4)
+    finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _with_progress(reports: Iterator[FileReport], total: int) -> List[FileReport]:
@@ -168,14 +198,17 @@ def main() -> None:
 @click.option("--force-exclude", is_flag=True, help="Apply exclude settings to paths given on the command line too.")
 @click.option("--stdin-filename", help="Read the source from stdin (path `-`) and report it under this name.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the traceback of internal errors.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the output; auto: on a terminal, unless NO_COLOR is set (FORCE_COLOR forces it).")
 def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_select, ignore, config_file, output_format,
-          output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet) -> None:
+          output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet, verbose, color) -> None:
     """Check PATHS (files or folders; default: the current folder; `-` for stdin)."""
     mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa)
     try:
         resolver = Resolver(Overrides(_codes(select), _codes(ignore), _codes(extend_select)), config_file)
         if paths == ("-",) or (stdin_filename and not paths):
-            _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix)
+            _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color)
             return
         files, missing = discover(
             paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude, lambda p: resolver.settings_for(p).included(p)
@@ -188,31 +221,76 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         click.echo(f"steplint: error: {path}: no such file or directory", err=True)
     if missing:
         sys.exit(2)
-    reports = _with_progress(_run(jobs, mode), len(jobs))
+    if not files:
+        click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
+    try:
+        reports = _with_progress(_run(jobs, mode), len(jobs))
+    except KeyboardInterrupt:
+        click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
+        sys.exit(130)
+    _file_messages(reports, verbose)
     diagnostics = [d for r in reports for d in r.diagnostics]
     sources = {r.path: r.text for r in reports}
     if add_noqa:
         added = sum(r.noqa_added for r in reports)
         click.echo(f"Added {added} noqa {'directive' if added == 1 else 'directives'}.", err=quiet)
-        sys.exit(0)
+        sys.exit(2 if _internal_errors(diagnostics) else 0)
     if diff:
         click.echo("".join(r.diff for r in reports), nl=False)
     else:
         rendered = _statistics(diagnostics, output_format) if statistics else FORMATS[output_format](diagnostics, sources)
         if output_file:
             with open(output_file, "w", encoding="utf-8") as handle:
-                handle.write(rendered)
+                handle.write(rendered if color == "always" else click.unstyle(rendered))
         else:
-            click.echo(rendered, nl=False)
+            click.echo(rendered, nl=False, color=use_color(color, sys.stdout))
     if output_format not in MACHINE_FORMATS and not quiet:
         _summary(reports, diagnostics, mode, show_fixes, to_stderr=diff or bool(output_file))
+    found = any(r.diff for r in reports) if diff else bool(diagnostics)
     fixed_any = any(r.fixed for r in reports)
-    if diff:
-        sys.exit(1 if any(r.diff for r in reports) and not exit_zero else 0)
-    sys.exit(1 if (diagnostics and not exit_zero) or (exit_non_zero_on_fix and fixed_any) else 0)
+    sys.exit(_exit_status(diagnostics, found, exit_zero, exit_non_zero_on_fix and fixed_any and not diff))
 
 
-def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix) -> None:
+def _exit_status(diagnostics: List[Diagnostic], found: bool, exit_zero: bool, fixed_and_asked: bool) -> int:
+    """2: an internal error left a file unchecked; 1: diagnostics (or the diff) remain, or fixes were
+    applied under --exit-non-zero-on-fix; 0 otherwise. --exit-zero makes 2 and 1 into 0, but not
+    the --exit-non-zero-on-fix 1, which the user asked for."""
+    if exit_zero:
+        return 1 if fixed_and_asked else 0
+    if _internal_errors(diagnostics):
+        return 2
+    return 1 if found or fixed_and_asked else 0
+
+
+def _internal_errors(diagnostics: List[Diagnostic]) -> bool:
+    return any(d.code == INTERNAL_ERROR for d in diagnostics)
+
+
+def _file_messages(reports: List[FileReport], verbose: bool) -> None:
+    """Per-file problems that are not diagnostics of the code, on stderr."""
+    for r in reports:
+        if r.warning:
+            click.echo(f"steplint: warning: {r.path}: {r.warning}", err=True)
+        if r.write_error:
+            click.echo(f"steplint: error: {r.path}: {r.write_error}", err=True)
+        if r.internal_traceback:
+            hint = "\n" + r.internal_traceback.rstrip() if verbose else " (`steplint check -v` prints the traceback)"
+            click.echo(f"steplint: error: {r.path}: internal error, reported as SL000{hint}", err=True)
+
+
+def use_color(choice: str, stream) -> bool:
+    """`--color always|never` decides; with `auto`, FORCE_COLOR or CLICOLOR_FORCE (set, not 0) turn
+    colour on, then NO_COLOR (set, not empty) turns it off, else colour only on a terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if any(os.environ.get(name, "") not in ("", "0") for name in ("FORCE_COLOR", "CLICOLOR_FORCE")):
+        return True
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    return stream.isatty()
+
+
+def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color) -> None:
     """Editors pipe a buffer in: diagnostics to stdout, or with --fix the fixed source to stdout and
     the remaining diagnostics to stderr."""
     path = name or "-"
@@ -225,17 +303,18 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     if notebook.is_notebook(path):
         report, written = check_notebook(path, text, settings, mode)
     else:
-        report, written = check_text(path, text, settings, mode), None
+        report, written = checked_text(path, text, settings, mode), None
+    _file_messages([report], verbose)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:
         click.echo(written or (text if notebook.is_notebook(path) else report.text), nl=False)
-        click.echo(rendered, nl=False, err=True)
+        click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))
     elif mode.diff:
         click.echo(report.diff, nl=False)
     else:
-        click.echo(rendered, nl=False)
-    failed = (report.diagnostics and not exit_zero) or (exit_non_zero_on_fix and report.fixed) or (mode.diff and report.diff and not exit_zero)
-    sys.exit(1 if failed else 0)
+        click.echo(rendered, nl=False, color=use_color(color, sys.stdout))
+    found = bool(report.diff) if mode.diff else bool(report.diagnostics)
+    sys.exit(_exit_status(report.diagnostics, found, exit_zero, bool(exit_non_zero_on_fix and report.fixed and not mode.diff)))
 
 
 def _statistics(diagnostics: List[Diagnostic], output_format: str) -> str:
@@ -254,6 +333,7 @@ def _summary(reports, diagnostics, mode: Mode, show_fixes: bool, to_stderr: bool
         click.echo(text, err=to_stderr)
 
     fixed = sum(len(r.fixed) for r in reports)
+    unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability != "safe")
     if show_fixes and fixed:
         out(f"Fixed {fixed} {_plural(fixed, 'error')}:")
         for r in reports:
@@ -270,13 +350,12 @@ def _summary(reports, diagnostics, mode: Mode, show_fixes: bool, to_stderr: bool
     elif diagnostics:
         out(f"Found {len(diagnostics)} {_plural(len(diagnostics), 'error')}.")
         safe = sum(1 for d in diagnostics if d.fix and d.fix.applicability == "safe")
-        unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability != "safe")
         if safe or (unsafe and mode.unsafe_fixes):
             out(f"[*] {safe + (unsafe if mode.unsafe_fixes else 0)} fixable with `steplint check --fix{' --unsafe-fixes' if mode.unsafe_fixes else ''}`.")
-        if unsafe and not mode.unsafe_fixes:
-            out(f"({unsafe} hidden {_plural(unsafe, 'fix', 'fixes')} can be enabled with the `--unsafe-fixes` option.)")
     else:
         out("All checks passed!")
+    if unsafe and not mode.unsafe_fixes:
+        out(f"{unsafe} hidden {_plural(unsafe, 'fix', 'fixes')} can be enabled with the `--unsafe-fixes` option.")
 
 
 def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
@@ -294,8 +373,10 @@ def rule_command(code, show_all, output_format) -> None:
         if output_format == "json":
             click.echo(json.dumps([_rule_dict(r) for r in rules.values()], indent=2))
         else:
-            for r in rules.values():
-                click.echo(f"{r.code:<7}{r.name:<38}{_fix_word(r.fix):<18}{r.summary}")
+            rows = [(r.code, r.name, _fix_word(r.fix), r.summary) for r in rules.values()]
+            widths = [max(len(row[i]) for row in rows) for i in range(3)]
+            for row in rows:
+                click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
         return
     found = rules.get(code.upper())
     if found is None:
@@ -312,3 +393,14 @@ def _fix_word(fix: Optional[str]) -> str:
 
 def _rule_dict(r) -> dict:
     return {"code": r.code, "name": r.name, "summary": r.summary, "fix": r.fix, "explanation": r.doc, "url": r.url}
+
+
+@main.command("server")
+def server_command() -> None:
+    """Run the language server over stdio, for editors (alias: lsp)."""
+    from steplint.server import serve  # pygls loads only for the server
+
+    serve()
+
+
+main.add_command(click.Command("lsp", callback=server_command.callback, help=server_command.help, hidden=True))

@@ -40,7 +40,7 @@ def test_a_string_of_many_parts_is_reported_not_raised():
     text = "import torch\nscaler = torch.amp.GradScaler()\nTOPICS = {'save': 'line'\n" + "".join(f"    ' part {i}'\n" for i in range(1500)) + "}\n"
     compile(text, "topics.py", "exec")
     [found] = lint_source("topics.py", text, Settings())
-    assert (found.code, found.row, found.message) == ("SL001", 1, "Cannot parse: too deeply nested to analyse")
+    assert (found.code, found.row) == ("SL001", 1) and "too deeply nested" in found.message
     assert fix_source("topics.py", text, Settings(), unsafe_fixes=True).text == text
 
 
