@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from steplint.files import SKIPPED_DIRS
-from steplint.globs import compile_glob, matches
+from steplint.globs import matches
 from steplint.rule import Rule, all_rules
 from steplint.suppress import BASES
 
@@ -67,8 +67,8 @@ class Settings:
         return matches(self.exclude + self.extend_exclude, self.relative(path), os.path.isdir(path))
 
     def included(self, path: str) -> bool:
-        relative = self.relative(path)
-        return any(compile_glob(p).fullmatch(relative) for p in self.include + self.extend_include)
+        """Whether a file is one to check (`include`, `extend-include`: `*.py`, `*.pyi`, `*.ipynb`)."""
+        return matches(self.include + self.extend_include, self.relative(path))
 
     def role_names(self) -> Dict[str, FrozenSet[str]]:
         return {kind: frozenset(names) for kind, names in self.roles}
