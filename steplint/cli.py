@@ -15,7 +15,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import click
 
-from steplint import __version__
+from steplint import __version__, notebook
 from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint import cache
 from steplint.diagnostic import Diagnostic
@@ -106,20 +106,24 @@ def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
         return FileReport(path, warning=f"skipped: {error}")
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
-    if mode.use_cache and not (mode.fix or mode.diff or mode.add_noqa):
-        report = _cached_check(path, file.text, settings, mode)
+    if notebook.is_notebook(path):
+        report, written = check_notebook(path, file.text, settings, mode)
     else:
-        report = checked_text(path, file.text, settings, mode)
-    if len(file.text) > MAX_ANALYSED_CHARS:
-        report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
-                          " steplint analyses (generated code or data?); only Python's syntax check ran")
-    if report.text == file.text or mode.diff:
+        if mode.use_cache and not (mode.fix or mode.diff or mode.add_noqa):
+            report = _cached_check(path, file.text, settings, mode)
+        else:
+            report = checked_text(path, file.text, settings, mode)
+        if len(file.text) > MAX_ANALYSED_CHARS:
+            report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
+                              " steplint analyses (generated code or data?); only Python's syntax check ran")
+        written = report.text if report.text != file.text else None
+    if written is None or mode.diff:
         return report
     try:
-        write_text(path, file, report.text)
+        write_text(path, file, written)
     except FileError as error:
         # Nothing was written: report the file as it is on disk, with the reason on stderr.
-        unfixed = checked_text(path, file.text, settings, Mode())
+        unfixed = check_notebook(path, file.text, settings, Mode())[0] if notebook.is_notebook(path) else checked_text(path, file.text, settings, Mode())
         unfixed.write_error = str(error)
         return unfixed
     return report
@@ -139,6 +143,25 @@ def _cached_check(path: str, text: str, settings: Settings, mode: Mode) -> FileR
     if not report.internal_traceback:
         cache.store(directory, key, report.diagnostics)
     return report
+
+
+def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tuple[FileReport, Optional[str]]:
+    """Check a notebook's code cells as one module: the report (on that module's text, diagnostics
+    located in their cells) and the notebook's new JSON, with only the changed cells' source, when
+    anything changed."""
+    try:
+        book = notebook.parse(text)
+    except notebook.NotebookError as error:
+        return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else []), None
+    report = checked_text(path, book.source, settings, mode)
+    written = notebook.rewrite(book, report.text) if report.text != book.source else None
+    if report.text != book.source and written is None:  # the fixes touched a cell marker or a masked escape
+        report = checked_text(path, book.source, settings, Mode())
+        report.diagnostics.append(_file_error(path, "fixes not applied: they cannot be mapped back to the notebook's cells"))
+    elif written is not None and mode.diff:
+        report.diff = notebook.cell_diff(path, book, report.text)
+    report.diagnostics = notebook.located(report.text, report.diagnostics)
+    return report, written
 
 
 def _file_error(path: str, message: str) -> Diagnostic:
@@ -269,7 +292,9 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         if paths == ("-",) or (stdin_filename and not paths):
             _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color)
             return
-        files, missing = discover(paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude)
+        files, missing = discover(
+            paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude, lambda p: resolver.settings_for(p).included(p)
+        )
         work = [(path, resolver.settings_for(path)) for path in files]
     except ConfigError as error:
         click.echo(f"steplint: error: {error}", err=True)
@@ -357,11 +382,14 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         if mode.fix:
             click.echo(text, nl=False)
         sys.exit(0)
-    report = checked_text(path, text, settings, mode)
+    if notebook.is_notebook(path):
+        report, written = check_notebook(path, text, settings, mode)
+    else:
+        report, written = checked_text(path, text, settings, mode), None
     _file_messages([report], verbose)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:
-        click.echo(report.text, nl=False)
+        click.echo(written or (text if notebook.is_notebook(path) else report.text), nl=False)
         click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))
     elif mode.diff:
         click.echo(report.diff, nl=False)

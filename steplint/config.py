@@ -31,6 +31,7 @@ ROLE_KINDS = {"optimizer": "optimizer", "scaler": "scaler", "scheduler": "schedu
 # `global_step` counts attempted ones (checkpoints, evaluation and the end of the run follow attempts).
 RECIPES = ("hf-trainer",)
 CONFIG_NAMES = ("steplint.toml", ".steplint.toml")
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")  # as ruff >= 0.6: notebooks are checked by default
 
 
 class ConfigError(Exception):
@@ -46,6 +47,8 @@ class Settings:
     fix_gate: str = "inline"  # "inline": add committed_step to the module; "import": from steplint.runtime
     exclude: Tuple[str, ...] = tuple(sorted(SKIPPED_DIRS))
     extend_exclude: Tuple[str, ...] = ()
+    include: Tuple[str, ...] = DEFAULT_INCLUDE  # which files a folder walk picks up
+    extend_include: Tuple[str, ...] = ()
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
@@ -68,6 +71,10 @@ class Settings:
 
     def excluded(self, path: str) -> bool:
         return matches(self.exclude + self.extend_exclude, self.relative(path), os.path.isdir(path))
+
+    def included(self, path: str) -> bool:
+        """Whether a file is one to check (`include`, `extend-include`: `*.py`, `*.pyi`, `*.ipynb`)."""
+        return matches(self.include + self.extend_include, self.relative(path))
 
     def role_names(self) -> Dict[str, FrozenSet[str]]:
         return {kind: frozenset(names) for kind, names in self.roles}
@@ -116,7 +123,7 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
             codes = _strings(value, key, origin)
             expand(codes, key, origin)
             changes[key.replace("-", "_")] = codes
-        elif key in ("exclude", "extend-exclude"):
+        elif key in ("exclude", "extend-exclude", "include", "extend-include"):
             changes[key.replace("-", "_")] = _strings(value, key, origin)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):

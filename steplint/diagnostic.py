@@ -23,3 +23,9 @@ class Diagnostic:
     fix: Optional[Fix] = None
     url: str = ""
     noqa_row: Optional[int] = None  # the row where `# noqa` suppresses it
+    cell: Optional[int] = None  # in a notebook: the cell (1-based, as Jupyter counts), rows count within it
+
+    @property
+    def location(self) -> str:
+        """`row:column`, or `cell N:row:column` in a notebook, as ruff prints them."""
+        return f"cell {self.cell}:{self.row}:{self.column}" if self.cell is not None else f"{self.row}:{self.column}"

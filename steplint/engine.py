@@ -183,12 +183,13 @@ class FixResult:
     remaining: List[Diagnostic] = field(default_factory=list)  # diagnostics of the fixed text
 
 
-def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = False) -> FixResult:
+def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = False, max_rounds: int = MAX_FIX_ROUNDS) -> FixResult:
     """Apply fixes until nothing changes (bounded), as ruff does: non-overlapping fixes per round,
     then lint again. A round whose result does not parse is retried fix by fix; a fix that breaks
-    the module is dropped and its diagnostic stays."""
+    the module is dropped and its diagnostic stays. (`max_rounds=1`: one round, whose `fixed`
+    diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)"""
     fixed: List[Diagnostic] = []
-    for _ in range(MAX_FIX_ROUNDS):
+    for _ in range(max_rounds):
         diagnostics = lint_source(path, text, settings)
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]

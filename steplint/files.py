@@ -136,11 +136,18 @@ def _is_virtualenv(folder: str) -> bool:
     return os.path.exists(os.path.join(folder, "pyvenv.cfg"))
 
 
-def discover(paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False) -> Tuple[List[str], List[str]]:
-    """Python files under the paths, and the paths that do not exist.
+def _python_file(path: str) -> bool:
+    return path.endswith((".py", ".pyi"))
 
-    Folders are walked, skipping virtualenvs, what `excluded` says (the configured exclude globs)
-    and what .gitignore ignores. A file named explicitly is checked unless `force_exclude`.
+
+def discover(
+    paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False, included: Callable[[str], bool] = _python_file
+) -> Tuple[List[str], List[str]]:
+    """Files to check under the paths, and the paths that do not exist.
+
+    Folders are walked for the files that `included` accepts (the `include` globs), skipping
+    virtualenvs, what `excluded` says (the configured exclude globs) and what .gitignore ignores.
+    A file named explicitly is checked unless `force_exclude` (then both settings apply to it).
     """
     found: List[str] = []
     missing: List[str] = []
@@ -149,12 +156,12 @@ def discover(paths: Sequence[str], excluded: Callable[[str], bool], force_exclud
         if not os.path.lexists(path):
             missing.append(path)
             continue
-        if force_exclude and excluded(path):
+        if force_exclude and (excluded(path) or (not os.path.isdir(path) and not included(path))):
             continue
         if not os.path.isdir(path):
             candidates: Iterator[str] = iter([path])
         else:
-            candidates = _walk(path, _ancestors_gitignore(path), excluded)
+            candidates = _walk(path, _ancestors_gitignore(path), excluded, included)
         for candidate in candidates:
             key = os.path.normpath(candidate)
             if key not in seen:
@@ -211,7 +218,7 @@ def _global_excludes_file() -> Optional[str]:
     return os.path.join(config_home, "git", "ignore")
 
 
-def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool]) -> Iterator[str]:
+def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], included: Callable[[str], bool]) -> Iterator[str]:
     ignore = ignore.extended(os.path.abspath(folder))
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -226,6 +233,6 @@ def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool]) -> I
         if is_dir:
             if entry.is_symlink() or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or excluded(entry.path):
                 continue
-            yield from _walk(entry.path, ignore, excluded)
-        elif entry.name.endswith((".py", ".pyi")) and not ignore.ignored(absolute, False) and not excluded(entry.path):
+            yield from _walk(entry.path, ignore, excluded, included)
+        elif included(entry.path) and not ignore.ignored(absolute, False) and not excluded(entry.path):
             yield entry.path

@@ -19,6 +19,7 @@ from steplint.model.events import Event
 from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
 from steplint.model.syntax import dotted, walk_expressions
+from steplint.notebook import starts_cell
 
 INLINE, IMPORT = "inline", "import"
 _COMMITTED_NAMES = ("committed", "update_committed")
@@ -179,9 +180,14 @@ def committed_update_edits(model: ModuleModel, update: Event, condition: str, fi
     statement = lone_statement(model, update.site)
     if statement is None or not isinstance(statement.body[0], cst.Expr) or statement.body[0].value is not update.node:
         return None
-    start, end = model.span(update.node)
-    call = f"{condition} = {COMMITTED_STEP}({model.text(update.subject)}, {model.text(update.optimizer)})"
-    edits = [Edit(start, end, call)]
+    call = update.node
+    if not isinstance(call, cst.Call) or len(call.args) != 1:
+        return None  # further arguments go to optimizer.step(), and committed_step does not pass them on
+    # Rewrite `scaler.step(` only: the argument, and any comment around it, stay as they are.
+    start, _ = model.span(call)
+    after = model.source.text.index("(", model.span(call.func)[1]) + 1
+    space = "" if model.source.text[after : after + 1] in (" ", "\t", "\r", "\n", "#") else " "
+    edits = [Edit(start, after, f"{condition} = {COMMITTED_STEP}({model.text(update.subject)},{space}")]
     helper = helper_edit(model, fix_gate)
     if helper is not None:
         edits.append(helper)
@@ -223,8 +229,8 @@ def _helper_edit(model: ModuleModel, fix_gate: str, name: str) -> Optional[Edit]
     newline = model.source.newline
     body = list(model.module.body)
     index = 1 if body and _is_docstring(body[0]) else 0
-    while index < len(body) and _is_import(body[index]):
-        index += 1
+    while index < len(body) and _is_import(body[index]) and not (index and starts_cell(body[index])):
+        index += 1  # (in a notebook, the helper goes in the first code cell, after its imports)
     if fix_gate == IMPORT:
         text = f"from steplint.runtime import {name}{newline}"
     else:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 
 from conftest import FIXTURES, ROOT
-from test_fixtures import GOLDEN, INPUTS, expected
+from test_fixtures import GOLDEN, INPUTS, NOTEBOOKS, expected
+
+from steplint import notebook
 
 BUGGY = (FIXTURES / "SL101" / "plain_amp_script.py").read_text()
 
@@ -20,20 +22,24 @@ def steplint(*args, cwd=None, input=None):
 def test_fixture_tree_reports_exactly_the_markers():
     done = steplint("check", "--output-format", "json", str(FIXTURES))
     assert done.returncode == 1
-    reported = {(Path(d["filename"]).resolve(), d["location"]["row"], d["code"]) for d in json.loads(done.stdout)}
-    markers = {(p.resolve(), row, code) for p in INPUTS for row, code in expected(p.read_text())}
+    reported = {(Path(d["filename"]).resolve(), d["cell"], d["location"]["row"], d["code"]) for d in json.loads(done.stdout)}
+    markers = {(p.resolve(), None, row, code) for p in INPUTS for row, code in expected(p.read_text())}
+    for p in NOTEBOOKS:  # folders include notebooks by default
+        book = notebook.parse(p.read_text(encoding="utf-8"))
+        markers |= {(p.resolve(), cell.number, row, code) for cell in book.cells for row, code in expected(cell.original)}
     golden = {p.with_name(p.stem + ".fixed.py").resolve() for p in GOLDEN}
     assert {r for r in reported if r[0] not in golden} == markers
     # A golden file may keep a marked problem that has no fix; it reports nothing unmarked.
     left = {r for r in reported if r[0] in golden}
-    assert left <= {(p, row, code) for p in golden for row, code in expected(p.read_text())}
+    assert left <= {(p, None, row, code) for p in golden for row, code in expected(p.read_text())}
 
 
 def test_json_shape_is_ruffs(tmp_path):
     target = tmp_path / "train.py"
     target.write_text(BUGGY)
     [item] = json.loads(steplint("check", "--output-format", "json", str(target)).stdout)
-    assert set(item) == {"code", "message", "filename", "location", "end_location", "fix", "url", "noqa_row"}
+    assert set(item) == {"code", "message", "filename", "location", "end_location", "fix", "cell", "url", "noqa_row"}
+    assert item["cell"] is None  # ruff's key, set for notebooks
     assert item["code"] == "SL101" and item["location"] == {"row": 19, "column": 9}
     assert item["end_location"] == {"row": 19, "column": 25}
     assert item["fix"]["applicability"] == "safe"

@@ -1,11 +1,13 @@
 """Tests generated from fixtures/: each file reports exactly its `# expect:` markers, and each
-`*.fixed.py` golden file is what `--fix --unsafe-fixes` makes of its input."""
+`*.fixed.py` golden file is what `--fix --unsafe-fixes` makes of its input. Notebooks
+(`*.ipynb`, golden `*.fixed.ipynb`) carry their markers in code cells, located as (cell, row)."""
 
 import re
 from pathlib import Path
 
 import pytest
 
+from steplint import notebook
 from steplint.config import Settings
 from steplint.engine import fix_source, lint_source
 from steplint.fixes import reparses
@@ -17,6 +19,8 @@ _MARKER = re.compile(r"#\s*expect:\s*(SL\d{3}(?:\s*,\s*SL\d{3})*)")
 
 INPUTS = sorted(p for p in FIXTURES.glob("SL*/*.py") if not p.name.endswith(".fixed.py"))
 GOLDEN = [p for p in INPUTS if p.with_name(p.stem + ".fixed.py").exists()]
+NOTEBOOKS = sorted(p for p in FIXTURES.glob("SL*/*.ipynb") if not p.name.endswith(".fixed.ipynb"))
+GOLDEN_NOTEBOOKS = [p for p in NOTEBOOKS if p.with_name(p.stem + ".fixed.ipynb").exists()]
 
 
 def _id(path: Path) -> str:
@@ -61,6 +65,40 @@ def test_fix_keeps_crlf_line_endings(path):
     crlf = path.read_text().replace("\n", "\r\n")
     golden = path.with_name(path.stem + ".fixed.py").read_text().replace("\n", "\r\n")
     assert fix_source(str(path), crlf, Settings(), unsafe_fixes=True).text == golden
+
+
+def _cell_markers(book: notebook.Notebook) -> set:
+    return {(cell.number, row, code) for cell in book.cells for row, code in expected(cell.original)}
+
+
+def _fixed_notebook(path: Path, text: str):
+    book = notebook.parse(text)
+    result = fix_source(str(path), book.source, Settings(), unsafe_fixes=True)
+    return book, result, notebook.rewrite(book, result.text) if result.text != book.source else text
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_notebook_reports_exactly_the_markers(path):
+    book = notebook.parse(path.read_text(encoding="utf-8"))
+    found = notebook.located(book.source, lint_source(str(path), book.source, Settings()))
+    assert {(d.cell, d.row, d.code) for d in found} == _cell_markers(book)
+    assert _cell_markers(book)
+
+
+@pytest.mark.parametrize("path", GOLDEN_NOTEBOOKS, ids=_id)
+def test_notebook_fix_matches_golden_file(path):
+    _, result, written = _fixed_notebook(path, path.read_text(encoding="utf-8"))
+    assert written == path.with_name(path.stem + ".fixed.ipynb").read_text(encoding="utf-8")
+    assert not [d for d in result.remaining if d.code in ("SL101", "SL102", "SL103", "SL104")]
+
+
+@pytest.mark.parametrize("path", GOLDEN_NOTEBOOKS, ids=_id)
+def test_notebook_second_fix_changes_nothing_and_cells_compile(path):
+    golden = path.with_name(path.stem + ".fixed.ipynb").read_text(encoding="utf-8")
+    book, result, written = _fixed_notebook(path, golden)
+    assert written == golden and result.fixed == []
+    for cell in book.cells:  # each code cell, escapes masked, is Python on its own
+        compile(cell.text, f"{path.name}:cell {cell.number}", "exec")
 
 
 def test_every_rule_has_positive_and_negative_fixtures():

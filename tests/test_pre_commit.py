@@ -14,6 +14,7 @@ from conftest import FIXTURES, ROOT
 pytestmark = pytest.mark.network
 
 BUGGY = (FIXTURES / "SL101" / "plain_amp_script.py").read_text().replace("  # expect: SL101", "")
+NOTEBOOK = (FIXTURES / "SL101" / "notebook_amp.ipynb").read_text(encoding="utf-8")
 
 
 def git(*args, cwd):
@@ -32,6 +33,7 @@ def user_repo(tmp_path):
     git("config", "user.email", "dev@example.com", cwd=tmp_path)
     git("config", "user.name", "dev", cwd=tmp_path)
     (tmp_path / "train.py").write_text(BUGGY)
+    (tmp_path / "explore.ipynb").write_text(NOTEBOOK, encoding="utf-8")
     (tmp_path / "legacy").mkdir()
     (tmp_path / "legacy" / "old_train.py").write_text(BUGGY)
     (tmp_path / "pyproject.toml").write_text('[tool.steplint]\nextend-exclude = ["legacy"]\n')
@@ -50,6 +52,7 @@ def test_check_hook_fails_with_the_diagnostic(steplint_repo, user_repo):
     done = try_repo(steplint_repo, "steplint", user_repo)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "train.py:19:9: SL101" in done.stdout
+    assert "explore.ipynb:cell 5:9:5: SL101" in done.stdout  # types_or includes jupyter
     assert "old_train.py" not in done.stdout  # pre-commit passes it explicitly; --force-exclude drops it
     assert (user_repo / "train.py").read_text() == BUGGY
 
@@ -59,6 +62,7 @@ def test_fix_hook_rewrites_the_file(steplint_repo, user_repo):
     assert done.returncode == 1  # pre-commit fails a hook that changed files
     fixed = (user_repo / "train.py").read_text()
     assert "committed = committed_step(scaler, optimizer)" in fixed
+    assert (user_repo / "explore.ipynb").read_text(encoding="utf-8") == (FIXTURES / "SL101" / "notebook_amp.fixed.ipynb").read_text(encoding="utf-8")
     assert (user_repo / "legacy" / "old_train.py").read_text() == BUGGY
     git("add", ".", cwd=user_repo)
     again = try_repo(steplint_repo, "steplint", user_repo)

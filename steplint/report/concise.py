@@ -6,4 +6,4 @@ from steplint.diagnostic import Diagnostic
 
 
 def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
-    return "".join(f"{d.path}:{d.row}:{d.column}: {d.code} {d.message}\n" for d in diagnostics)
+    return "".join(f"{d.path}:{d.location}: {d.code} {d.message}\n" for d in diagnostics)

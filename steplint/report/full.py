@@ -14,11 +14,12 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
     parts = []
     source_of = source_reader(sources)
     for d in diagnostics:
-        head = f"{click.style(d.path, bold=True)}:{d.row}:{d.column}: {click.style(d.code, fg='red', bold=True)} {d.message}"
+        head = f"{click.style(d.path, bold=True)}:{d.location}: {click.style(d.code, fg='red', bold=True)} {d.message}"
         parts.append(head)
         text = sources.get(d.path)
         if text is not None:
-            line = source_of(d.path).line(d.row)
+            source = source_of(d.path)
+            line = source.line(source.position(d.start)[0])  # (d.row counts within a notebook's cell)
             gutter = str(d.row)
             pad = " " * len(gutter)
             width = (d.end_column - d.column) if d.end_row == d.row else len(line) - d.column + 1

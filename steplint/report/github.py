@@ -19,5 +19,5 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
     lines = []
     for d in diagnostics:
         where = f"file={_property(d.path)},line={d.row},col={d.column},endLine={d.end_row},endColumn={d.end_column}"
-        lines.append(f"::error title={d.code},{where}::{_data(f'{d.path}:{d.row}:{d.column}: {d.code} {d.message}')}\n")
+        lines.append(f"::error title={d.code},{where}::{_data(f'{d.path}:{d.location}: {d.code} {d.message}')}\n")
     return "".join(lines)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Dict, List
+from typing import Dict, Iterator, List, Optional
 
 from steplint.diagnostic import Diagnostic
-from steplint.source import Source, source_reader
+from steplint.notebook import CellIndex
+from steplint.source import Source
 
 
-def as_dict(d: Diagnostic, source: Source) -> dict:
+def as_dict(d: Diagnostic, source: Source, cells: Optional[CellIndex] = None) -> dict:
+
     def location(offset: int) -> dict:
         row, column = source.position(offset)
+        if cells is not None:  # a notebook's edits, like its diagnostics, count rows within the cell
+            row = cells.cell_row(row)[1]
         return {"row": row, "column": column + 1}
 
     fix = None
@@ -28,12 +32,21 @@ def as_dict(d: Diagnostic, source: Source) -> dict:
         "location": {"row": d.row, "column": d.column},
         "end_location": {"row": d.end_row, "column": d.end_column},
         "fix": fix,
+        "cell": d.cell,
         "url": d.url,
         "noqa_row": d.noqa_row,
     }
 
 
+def dicts(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> Iterator[dict]:
+    """as_dict of each diagnostic, reading each file's positions (and a notebook's cells) once."""
+    seen: Dict[str, tuple] = {}
+    for d in diagnostics:
+        if d.path not in seen:
+            source = Source(d.path, sources.get(d.path, ""))
+            seen[d.path] = (source, CellIndex.of(source) if d.cell is not None else None)
+        yield as_dict(d, *seen[d.path])
+
+
 def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
-    source_of = source_reader(sources)
-    items = [as_dict(d, source_of(d.path)) for d in diagnostics]
-    return json.dumps(items, indent=2) + "\n"
+    return json.dumps(list(dicts(diagnostics, sources)), indent=2) + "\n"

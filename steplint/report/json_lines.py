@@ -6,10 +6,8 @@ import json
 from typing import Dict, List
 
 from steplint.diagnostic import Diagnostic
-from steplint.report.json_format import as_dict
-from steplint.source import source_reader
+from steplint.report.json_format import dicts
 
 
 def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
-    source_of = source_reader(sources)
-    return "".join(json.dumps(as_dict(d, source_of(d.path))) + "\n" for d in diagnostics)
+    return "".join(json.dumps(item) + "\n" for item in dicts(diagnostics, sources))
