@@ -23,8 +23,9 @@ SYNTAX_ERROR = "SL001"
 UNUSED_NOQA = "SL002"
 
 
-def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
-    """Diagnostics for one file's text, sorted by position, without the suppressed ones."""
+def lint_source(path: str, text: str, settings: Settings, project=None) -> List[Diagnostic]:
+    """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
+    (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
     rules = settings.enabled_rules(path)
     if not _PREFILTER.search(text):
         return []
@@ -35,7 +36,7 @@ def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
         return [_unparsable(source, error.raw_line, error.raw_column, error.message)] if SYNTAX_ERROR in rules else []
     except RecursionError:
         return [_unparsable(source, 1, 0, "too deeply nested to parse")] if SYNTAX_ERROR in rules else []
-    model = build_model(source, module, settings)
+    model = build_model(source, module, settings, project)
     found_comments = comments(source)
     if found_comments.file_exempt:
         return []
@@ -81,13 +82,13 @@ class FixResult:
     remaining: List[Diagnostic] = field(default_factory=list)  # diagnostics of the fixed text
 
 
-def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = False) -> FixResult:
+def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = False, project=None) -> FixResult:
     """Apply fixes until nothing changes (bounded), as ruff does: non-overlapping fixes per round,
     then lint again. A round whose result does not parse is retried fix by fix; a fix that breaks
     the module is dropped and its diagnostic stays."""
     fixed: List[Diagnostic] = []
     for _ in range(MAX_FIX_ROUNDS):
-        diagnostics = lint_source(path, text, settings)
+        diagnostics = lint_source(path, text, settings, project)
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
@@ -101,7 +102,7 @@ def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = Fa
         if candidate == text:
             break
         text = candidate
-    return FixResult(text, fixed, lint_source(path, text, settings))
+    return FixResult(text, fixed, lint_source(path, text, settings, project))
 
 
 def _first_that_parses(text: str, fixes):

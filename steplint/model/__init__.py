@@ -371,15 +371,21 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     return found
 
 
-def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
+def build_model(source: Source, module: cst.Module, settings, project=None, positions: bool = True) -> ModuleModel:
+    """The model of a module; `project` (a steplint.project ModuleContext) adds what the rest of the
+    project tells about its calls and parameters. Without `positions` (project summaries need none)
+    spans and rows are unavailable."""
     forget_children()
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
     imports = ImportMap(module)
     structure = walk_module(module)
-    roles = RoleTable(imports, structure, settings.role_names())
+    roles = RoleTable(imports, structure, settings.role_names(), project)
     helpers = _helpers(imports, module)
-    model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
+    where = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider) if positions else {}
+    model = ModuleModel(source, module, where, imports, structure, roles, frozenset(helpers.values()), settings)
     model.events = collect_events(structure, roles, frozenset(helpers))
+    if project is not None:
+        from steplint.project.events import call_events  # the project package builds on the model
+
+        model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
     model._classify_guards()
     return model

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.events import COUNTER_INCREMENT, HELPER_STATE, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 from steplint.model.syntax import walk_expressions
 
@@ -26,20 +26,17 @@ class Checkpoint:
 
 
 def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
-    if not isinstance(save.node, cst.Call) or model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
+    if save.via is not None:
+        from steplint.project.checkpoints import saved_through  # a saver elsewhere in the project
+
+        found = saved_through(model, save, stored_contents)
+    elif not isinstance(save.node, cst.Call) or model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
         return None
-    scope = save.site.scope
-    stored = save.node.args[0].value
-    if isinstance(stored, cst.Dict):
-        found = Checkpoint(save, _entries(stored), dict_node=stored)
-    elif isinstance(stored, cst.Name):
-        found = _built_up(model, save, stored.value)
-    elif isinstance(stored, cst.Call):
-        found = _from_state_dict_method(model, save, stored)
     else:
-        found = None
+        found = stored_contents(model, save, save.node.args[0].value)
     if found is None:
         return None
+    scope = save.site.scope
     for value in found.entries.values():
         for sub in walk_expressions(value):
             if isinstance(sub, (cst.Name, cst.Attribute)):
@@ -49,6 +46,21 @@ def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoin
                 if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                     found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
     return found
+
+
+def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpression) -> Optional[Checkpoint]:
+    """What `save` stores when it stores `stored`: a dict literal, a dict built key by key, `self.state_dict()`."""
+    if isinstance(stored, cst.Dict):
+        entries = _entries(stored)
+        return Checkpoint(save, entries, dict_node=stored) if entries is not None else None
+    if isinstance(stored, cst.Name):
+        return _built_up(model, save, stored.value)
+    if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Name) and stored.func.value == "dict":
+        keywords = {a.keyword.value: a.value for a in stored.args if a.keyword is not None}
+        return Checkpoint(save, keywords) if len(keywords) == len(stored.args) else None  # `dict(**extra)`: not all visible
+    if isinstance(stored, cst.Call):
+        return _from_state_dict_method(model, save, stored)
+    return None
 
 
 def _entries(node: cst.Dict) -> Optional[Dict[str, cst.BaseExpression]]:
@@ -104,12 +116,12 @@ def step_state(model: "ModuleModel", scope: "Scope") -> Dict[str, List[str]]:
     """Schedulers the code steps, scalers that may skip, and update counters that feed something,
     that code in `scope` can name."""
     state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": []}
-    for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD):
+    for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD, HELPER_STATE):
         key = model.roles.key(event.subject, event.site.scope) if event.subject is not None else None
         role = event.role
         if key is None or role is None or not model.visible(key, scope):
             continue
-        if event.kind == SCHEDULER_STEP and role.kind == SCHEDULER and not (role.prepared or role.engine_owned):
+        if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (role.prepared or role.engine_owned):
             kind = "scheduler"
         elif role.kind == SCALER and role.enabled is not False:
             kind = "scaler"

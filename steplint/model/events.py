@@ -31,6 +31,7 @@ SKIP_FLAG_READ = "skip-flag-read"  # accelerator.optimizer_step_was_skipped
 STATE_LOAD = "state-load"  # optimizer/scheduler/scaler.load_state_dict(...)
 LOG = "log"  # print(...), logger.info(...), writer.add_scalar(...), wandb.log(...)
 COLLECTIVE = "collective"  # dist.all_reduce(x), accelerator.gather(x) / reduce(x)
+HELPER_STATE = "helper-state"  # a call of a project function that steps the scheduler or scaler it is given
 
 _LOG_CALLS = {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "log_dict", "log_metrics", "set_postfix"}
 _COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "gather", "gather_for_metrics", "all_gather_into_tensor"}
@@ -59,6 +60,7 @@ class Event:
     strategy: Optional[str] = None  # of a skippable step: scaler, loss-scaler, accelerate, deepspeed
     gate_var: Optional[str] = None  # the name that holds committed_step(...)'s result
     explicit_position: bool = False  # a scheduler told where it is: step(epoch), step_update(n), lr = f(n)
+    via: Optional[object] = None  # a call of a project function: the summarised effect it stands for (steplint.project)
 
     @property
     def order(self) -> int:
