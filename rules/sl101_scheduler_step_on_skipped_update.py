@@ -59,7 +59,7 @@ from steplint.rule import Finding, rule
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
         update = model.attempt_for(step)
-        if update is None or not model.per_update_scheduler(step) or model.gated(step.site):
+        if update is None or not model.per_update_scheduler(step) or model.gated(step.site, update):
             continue
         name = model.text(step.subject)
         message = f"`{name}` advances even when `{model.text(update.node)}` skipped the update; gate it on the committed update"

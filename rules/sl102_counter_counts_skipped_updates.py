@@ -49,15 +49,36 @@ def check(model):
     for increment in model.of_kind(COUNTER_INCREMENT):
         update = model.attempt_for(increment, before_only=False)
         feeds = model.counter_feeds(increment) if update is not None else set()
-        if not feeds or model.gated(increment.site):
+        if not feeds or model.gated(increment.site, update):
             continue
         name = model.text(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed"
         fix = None
-        if update.order < increment.order:
+        through = _readers_after(model, increment)
+        if update.order < increment.order and through is not None:
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
-            fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate)
+            fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
+        elif through is None:
+            message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
         yield Finding(increment.node, message, fix)
+
+
+def _readers_after(model, increment):
+    """How many statements right after the increment must move under the gate with it: the cadence
+    checks that read the counter. None when one of them is elsewhere in the loop (no fix)."""
+    readers = model.repeating_readers(increment)
+    if not readers:
+        return 0
+    block, statement = increment.site.trail[-1]
+    index = block.index(statement)
+    count = 0
+    for following in block.statements[index + 1 :]:
+        if not any(any(s is following for _, s in r.trail) for r in readers):
+            break
+        count += 1
+    held = block.statements[index + 1 : index + 1 + count]
+    inside = all(any(any(s is h for _, s in r.trail) for h in held) for r in readers)
+    return count if inside else None
 
 
 _WORDS = {"schedule": "the schedule", "lr": "the learning rate", "checkpoint": "checkpoints", "eval": "evaluation", "stop": "the end of the run"}

@@ -58,7 +58,7 @@ def check(model):
         update = model.attempt_for(event)
         if update is None:
             continue
-        for guard in model.guards_of_kind(event.site, GUESSED_GATE):
+        for guard in model.commit_guards(event.site, update, (GUESSED_GATE,)):
             for guess in _guesses(model, guard.test, event.site.scope):
                 if id(guess) in reported:
                     continue

@@ -17,6 +17,7 @@ from steplint.model import COMMITTED_STEP, ModuleModel
 from steplint.model.events import Event
 from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
+from steplint.model.syntax import walk_expressions
 
 INLINE, IMPORT = "inline", "import"
 _COMMITTED_NAMES = ("committed", "update_committed")
@@ -101,31 +102,56 @@ def _module_names(model: ModuleModel) -> set:
     return names | set(model.imports.names)
 
 
-def gate_fix(model: ModuleModel, update: Event, target: Event, title: str, applicability: str, fix_gate: str) -> Optional[Fix]:
-    """Run `target` only when `update` committed: rewrite the update to keep its result if needed,
-    add the helper once, and put the target under `if <gate>:`."""
+def gate_fix(
+    model: ModuleModel, update: Event, target: Event, title: str, applicability: str, fix_gate: str, through: int = 0
+) -> Optional[Fix]:
+    """Run `target` (and the `through` statements after it in its block) only when `update`
+    committed: rewrite the update to keep its result if needed, add the helper once, and put the
+    statements under `if <gate>:`."""
     condition = gate_condition(model, update)
     statement = lone_statement(model, target.site)
     if condition is None or statement is None or update.strategy == LOSS_SCALER:
+        return None
+    block, _ = target.site.trail[-1]
+    index = block.index(statement)
+    run = list(block.statements[index : index + 1 + through])
+    rows = _indentable_rows(model, run)
+    if rows is None:
         return None
     edits = committed_update_edits(model, update, condition, fix_gate)
     if edits is None:
         return None
     edits += _init_edits(model, update, target, condition)
     start, _ = model.span(statement.body[0])
-    block, _ = target.site.trail[-1]
-    index = block.index(statement)
     previous = block.statements[index - 1] if index else None
     if (
         isinstance(previous, cst.If) and previous.orelse is None and isinstance(previous.body, cst.IndentedBlock)
         and model.text(previous.test).strip() == condition
     ):
-        edits.append(Edit(start, start, _indent_unit(model, previous)))  # join the gate just above
+        unit = _indent_unit(model, previous)  # join the gate just above
+        edits.append(Edit(start, start, unit))
     else:
         indent = model.source.indentation(model.rows(statement)[0])
         unit = model.module.default_indent
         edits.append(Edit(start, start, f"if {condition}:{model.source.newline}{indent}{unit}"))
+    for row in rows[1:]:
+        offset = model.source.line_starts[row - 1]
+        edits.append(Edit(offset, offset, unit))
     return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}")
+
+
+def _indentable_rows(model: ModuleModel, run: List[cst.BaseStatement]) -> Optional[List[int]]:
+    """The non-blank rows of statements that move one level in, or None when a string literal
+    spans lines (indenting its inner lines would change its value)."""
+    first, _ = model.rows(run[0])
+    _, last = model.rows(run[-1])
+    if len(run) > 1 and any(
+        isinstance(sub, (cst.SimpleString, cst.FormattedString)) and "\n" in model.text(sub)
+        for statement in run
+        for sub in walk_expressions(statement)
+    ):
+        return None
+    return [row for row in range(first, last + 1) if model.source.line(row).strip()]
 
 
 def committed_update_edits(model: ModuleModel, update: Event, condition: str, fix_gate: str) -> Optional[List[Edit]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from conftest import FIXTURES, ROOT
-from test_fixtures import INPUTS, expected
+from test_fixtures import GOLDEN, INPUTS, expected
 
 BUGGY = (FIXTURES / "SL101" / "plain_amp_script.py").read_text()
 
@@ -22,7 +22,11 @@ def test_fixture_tree_reports_exactly_the_markers():
     assert done.returncode == 1
     reported = {(Path(d["filename"]).resolve(), d["location"]["row"], d["code"]) for d in json.loads(done.stdout)}
     markers = {(p.resolve(), row, code) for p in INPUTS for row, code in expected(p.read_text())}
-    assert reported == markers
+    golden = {p.with_name(p.stem + ".fixed.py").resolve() for p in GOLDEN}
+    assert {r for r in reported if r[0] not in golden} == markers
+    # A golden file may keep a marked problem that has no fix; it reports nothing unmarked.
+    left = {r for r in reported if r[0] in golden}
+    assert left <= {(p, row, code) for p in golden for row, code in expected(p.read_text())}
 
 
 def test_json_shape_is_ruffs(tmp_path):
@@ -93,8 +97,9 @@ def test_unsafe_fix_needs_the_flag(tmp_path):
     target.write_text(source)
     safe = steplint("check", "--fix", str(target))
     assert safe.returncode == 1 and target.read_text() == source
-    assert "2 hidden fixes can be enabled with the `--unsafe-fixes` option" in steplint("check", str(target)).stdout  # SL102, SL302
-    assert steplint("check", "--fix", "--unsafe-fixes", str(target)).returncode == 0
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option" in steplint("check", str(target)).stdout  # SL302
+    # SL102 stays, without a fix: the cadence check that reads `iter_num` runs before the update
+    assert steplint("check", "--fix", "--unsafe-fixes", str(target)).returncode == 1
     assert target.read_text() == (FIXTURES / "SL102" / "nanogpt_style.fixed.py").read_text()
 
 

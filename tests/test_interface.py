@@ -229,7 +229,7 @@ def test_output_file_statistics_and_quiet(project):
     assert len(json.loads((project / "report.json").read_text())) == 3
     stats = steplint("check", "--statistics", ".", cwd=project).stdout
     assert re.search(r"^2\tSL101\t\[\*\] scheduler-step-on-skipped-update$", stats, re.M)
-    assert re.search(r"^1\tSL102\t\[\*\] counter-counts-skipped-updates$", stats, re.M)
+    assert re.search(r"^1\tSL102\tcounter-counts-skipped-updates$", stats, re.M)  # no fix: a cadence check reads it first
     quiet = steplint("check", "-q", "--output-format", "concise", ".", cwd=project).stdout
     assert "Found" not in quiet and len(quiet.splitlines()) == 3
 

@@ -224,3 +224,15 @@ def _hook_run(module, skipped):
 def test_hook_fix_counts_only_committed_updates_of_a_fused_optimizer(tmp_path):
     assert _hook_run(load(LOOPS / "hook_loop.py"), {0, 4}) == 10  # blind: skipped updates counted
     assert _hook_run(load(fixed_copy(tmp_path, "hook_loop.py")), {0, 4}) == 8
+
+
+@pytest.mark.runtime
+def test_fixed_counter_gates_the_cadence_that_reads_it(tmp_path):
+    unfixed = load(LOOPS / "eval_cadence_loop.py")
+    run(unfixed, fused=False, skipped_windows=SKIPPED, windows=16)
+    assert unfixed.EVALUATED == [4, 8, 12, 16]  # evaluations keyed to attempts
+    fixed = load(fixed_copy(tmp_path, "eval_cadence_loop.py"))
+    record, counter = run(fixed, fused=False, skipped_windows=SKIPPED, windows=16)
+    assert counter == 16 - len(SKIPPED)
+    assert fixed.EVALUATED == [4, 8, 12]  # once per committed multiple: a skip does not repeat one
+    assert record.committed_lrs() == pytest.approx([BASE_LR * warmup(k) for k in range(16 - len(SKIPPED))])

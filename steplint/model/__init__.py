@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, Iterable, List, Optional, Set
+from functools import cached_property
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -32,11 +34,11 @@ from steplint.model.events import (
     Event,
     collect_events,
 )
-from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
-from steplint.model.checkpoints import Checkpoint, checkpoint_contents, restored_from_checkpoint, saved_under, step_state
+from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
-from steplint.model.syntax import ImportMap, forget_children, walk_expressions
+from steplint.model.syntax import ImportMap, dotted, forget_children, names_in, walk_expressions
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -66,11 +68,51 @@ class ModuleModel:
     _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
     _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
     _scale_vars: Set[str] = field(default_factory=set)
+    _conditions: Dict[int, tuple] = field(default_factory=dict)
+    _assigned: Dict[int, Dict[str, List[int]]] = field(default_factory=dict)
+    # Facts computed once per module and read many times (DESIGN.md: no fact recomputed per event).
+    _memo: Dict[tuple, object] = field(default_factory=dict)
+
+    def _remember(self, key: tuple, compute):
+        """The memoized value of a fact, computed on first use."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     # -- events ----------------------------------------------------------------------------------
 
     def of_kind(self, *kinds: str) -> List[Event]:
-        return [e for e in self.events if e.kind in kinds]
+        """Events of `kinds` in program order (a shared list: read it, do not change it)."""
+        return self._remember(("of_kind",) + kinds, lambda: [e for e in self.events if e.kind in kinds])
+
+    @cached_property
+    def _iterations(self) -> Dict[tuple, List[Event]]:
+        """Events by (scope, innermost loop), in program order."""
+        found: Dict[tuple, List[Event]] = defaultdict(list)
+        for event in self.events:
+            found[(id(event.site.scope), id(event.site.loop))].append(event)
+        return found
+
+    def _same_iteration_events(self, site: Site, kinds: Tuple[str, ...]) -> List[Event]:
+        return [e for e in self._iterations.get((id(site.scope), id(site.loop)), ()) if e.kind in kinds]
+
+    def statements_of(self, scope: Scope) -> List[tuple]:
+        """(node, site) of the statements of one scope, in program order."""
+        def compute():
+            found: Dict[int, list] = defaultdict(list)
+            for node, site in self.structure.statements:
+                found[id(site.scope)].append((node, site))
+            return found
+        return self._remember(("statements_of",), compute).get(id(scope), [])
+
+    def events_in(self, scope: Scope, *kinds: str) -> List[Event]:
+        """Events of `kinds` in one scope, in program order."""
+        def compute():
+            found: Dict[int, List[Event]] = defaultdict(list)
+            for event in self.of_kind(*kinds):
+                found[id(event.site.scope)].append(event)
+            return found
+        return self._remember(("events_in",) + kinds, compute).get(id(scope), [])
 
     # -- guards ----------------------------------------------------------------------------------
 
@@ -80,9 +122,16 @@ class ModuleModel:
     def guards_of_kind(self, site: Site, *kinds: str) -> List[Guard]:
         return [g for g in site.guards if self.guard_kinds(g) & set(kinds)]
 
-    def gated(self, site: Site) -> bool:
+    def commit_guards(self, site: Site, update: Optional["Event"] = None, kinds: tuple = (COMMIT_GATE, GUESSED_GATE)) -> List[Guard]:
+        """Guards of `site` that tell a committed update from a skipped one. A guard the update runs
+        under too (`if not torch.isfinite(loss): continue` before `scaler.step`) decides whether the
+        update is attempted, not whether it committed."""
+        shared = {(id(g.test), g.negated) for g in update.site.guards} if update is not None else set()
+        return [g for g in self.guards_of_kind(site, *kinds) if (id(g.test), g.negated) not in shared]
+
+    def gated(self, site: Site, update: Optional["Event"] = None) -> bool:
         """Runs under a commit gate, exact or guessed (SL105 reports the guessed ones)."""
-        return bool(self.guards_of_kind(site, COMMIT_GATE, GUESSED_GATE))
+        return bool(self.commit_guards(site, update))
 
     def window(self, site: Site) -> Optional[Guard]:
         """The innermost window-boundary guard of a statement."""
@@ -96,15 +145,77 @@ class ModuleModel:
         """In one scope and one iteration of the same innermost loop (or both in no loop)."""
         return a.scope is b.scope and a.loop is b.loop
 
-    @staticmethod
-    def exclusive(a: Site, b: Site) -> bool:
-        """Never both in one pass: different branches of one `if`, or one ends its pass first
-        (`if resuming: counter += 1; continue` before the update)."""
+    def exclusive(self, a: Site, b: Site) -> bool:
+        """Never both in one pass: different branches of one `if`, opposite branches of two tests of
+        the same unchanged condition (`if args.amp: ...` then later `if not args.amp: ...`), or one
+        ends its pass first (`if resuming: counter += 1; continue` before the update)."""
         polarity = {id(g.test): g.negated for g in a.guards if not g.early_exit}
         if any(id(g.test) in polarity and polarity[id(g.test)] != g.negated for g in b.guards if not g.early_exit):
             return True
+        if a.scope is b.scope and self._correlated_opposites(a, b):
+            return True
         first, second = (a, b) if a.order < b.order else (b, a)
         return _exits_before(first, second)
+
+    def _correlated_opposites(self, a: Site, b: Site) -> bool:
+        held = {}
+        for guard in a.guards:
+            text, flipped = self.condition(guard.test)
+            held[text] = (guard, guard.negated != flipped)
+        for guard in b.guards:
+            text, flipped = self.condition(guard.test)
+            if text in held and held[text][1] != (guard.negated != flipped) and self._unchanged(held[text][0], guard, a.scope):
+                return True
+        return False
+
+    def condition(self, test: cst.BaseExpression) -> tuple:
+        """A condition's identity and whether it is negated: `not use_amp` is `use_amp` negated,
+        `scaler is None` is `scaler is not None` negated, the same text twice is one condition."""
+        found = self._conditions.get(id(test))
+        if found is None:
+            found = self._conditions[id(test)] = _condition(self.module, test)
+        return found
+
+    def _unchanged(self, first: Guard, second: Guard, scope: Scope) -> bool:
+        """No name the condition reads is assigned between its two tests."""
+        orders = sorted(self.structure.site_of[id(g.test)].order for g in (first, second) if id(g.test) in self.structure.site_of)
+        if len(orders) < 2:
+            return False
+        assigned = self._assignments_in(scope)
+        for name in names_in(first.test):
+            for prefix in _prefixes(name):
+                if any(orders[0] <= order <= orders[1] for order in assigned.get(prefix, ())):
+                    return False
+        return True
+
+    def _assignments_in(self, scope: Scope) -> Dict[str, List[int]]:
+        """Dotted assignment targets of a scope -> orders of the assignments (computed once per scope)."""
+        found = self._assigned.get(id(scope))
+        if found is None:
+            found = self._assigned[id(scope)] = {}
+            for node, site in self.structure.statements_of(scope):
+                for target in _targets(node):
+                    text = dotted(target)
+                    if text:
+                        found.setdefault(text, []).append(site.order)
+        return found
+
+    def runs_only_with(self, later: Site, earlier: Site) -> bool:
+        """`later` runs only in passes where `earlier`'s conditions held: it is under each of them
+        (the same test, or a test of the same unchanged condition with the same polarity)."""
+        held = {(id(g.test), g.negated) for g in later.guards}
+        texts = {}
+        for guard in later.guards:
+            text, flipped = self.condition(guard.test)
+            texts[text] = (guard, guard.negated != flipped)
+        for guard in earlier.guards:
+            if (id(guard.test), guard.negated) in held:
+                continue
+            text, flipped = self.condition(guard.test)
+            match = texts.get(text)
+            if match is None or match[1] != (guard.negated != flipped) or not self._unchanged(guard, match[0], later.scope):
+                return False
+        return True
 
     def same_window(self, update: Site, other: Site) -> bool:
         """`other` runs once per update attempt: under the update's window boundary, if it has one."""
@@ -114,8 +225,8 @@ class ModuleModel:
     def attempt_for(self, event: Event, before_only: bool = True) -> Optional[Event]:
         """The skippable update that `event` follows in the same iteration and window, if any."""
         candidates = [
-            u for u in self.of_kind(SKIPPABLE_STEP)
-            if self.same_iteration(u.site, event.site) and not self.exclusive(u.site, event.site) and self.same_window(u.site, event.site)
+            u for u in self._same_iteration_events(event.site, (SKIPPABLE_STEP,))
+            if not self.exclusive(u.site, event.site) and self.same_window(u.site, event.site)
         ]
         before = [u for u in candidates if u.order < event.order]
         if before:
@@ -140,10 +251,7 @@ class ModuleModel:
 
     def in_iteration(self, event: Event, *kinds: str) -> List[Event]:
         """Events of `kinds` that run in the same pass of the same loop as `event`."""
-        return [
-            e for e in self.of_kind(*kinds)
-            if e is not event and self.same_iteration(e.site, event.site) and not self.exclusive(e.site, event.site)
-        ]
+        return [e for e in self._same_iteration_events(event.site, kinds) if e is not event and not self.exclusive(e.site, event.site)]
 
     def update_outside_window(self, event: Event) -> Optional[Event]:
         """An update of this iteration that runs once per window while `event` runs every batch."""
@@ -166,40 +274,62 @@ class ModuleModel:
     def batch_indices(self, loop, counters: bool = True) -> Set[str]:
         """Keys that count the batches of a loop: `i` of `for i, batch in enumerate(loader)`, and
         (with `counters`) counters advanced every batch, under no window boundary, in it."""
+        return self._remember(("batch_indices", id(loop), counters), lambda: self._batch_indices(loop, counters))
+
+    def _batch_indices(self, loop, counters: bool) -> Set[str]:
         keys: Set[str] = set()
-        for node, site in self.structure.for_loops:
-            if node is loop and isinstance(node.iter, cst.Call) and getattr(node.iter.func, "value", None) == "enumerate":
+        for node, site in self._for_loops.get(id(loop), ()):
+            if isinstance(node.iter, cst.Call) and getattr(node.iter.func, "value", None) == "enumerate":
                 if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
                     keys.add(self.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
-        for increment in self.of_kind(COUNTER_INCREMENT) if counters else ():
-            if increment.site.loop is loop and self.window(increment.site) is None and not self.gated(increment.site):
+        for increment in self._increments_by_loop.get(id(loop), ()) if counters else ():
+            if self.window(increment.site) is None and not self.gated(increment.site, self.attempt_for(increment)):
                 keys.add(self.roles.key(increment.subject, increment.site.scope))  # type: ignore[arg-type]
         return keys
 
+    @cached_property
+    def _for_loops(self) -> Dict[int, list]:
+        found: Dict[int, list] = defaultdict(list)
+        for node, site in self.structure.for_loops:
+            found[id(node)].append((node, site))
+        return found
+
+    @cached_property
+    def _increments_by_loop(self) -> Dict[int, List[Event]]:
+        found: Dict[int, List[Event]] = defaultdict(list)
+        for increment in self.of_kind(COUNTER_INCREMENT):
+            found[id(increment.site.loop)].append(increment)
+        return found
+
     def windowed_counters(self, update: Event) -> Set[str]:
         """Counters advanced under the update's window boundary: they count windows (update attempts)."""
-        boundary = self.window(update.site)
+        if self.window(update.site) is None:
+            return set()
         return {
             self.roles.key(i.subject, i.site.scope)  # type: ignore[misc]
-            for i in self.of_kind(COUNTER_INCREMENT)
-            if boundary is not None and self.same_iteration(i.site, update.site) and self.same_window(update.site, i.site)
+            for i in self._same_iteration_events(update.site, (COUNTER_INCREMENT,))
+            if self.same_window(update.site, i.site)
         }
 
     def checkpoint(self, save: Event) -> Optional[Checkpoint]:
         """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""
-        return checkpoint_contents(self, save)
+        return self._remember(("checkpoint", id(save)), lambda: checkpoint_contents(self, save))
 
     def saved_under(self) -> Dict[str, str]:
         """Role key -> checkpoint key, for what the module's visible checkpoints store."""
-        return saved_under(self)
+        return self._remember(("saved_under",), lambda: saved_under(self))
 
     def restored_from_checkpoint(self) -> set:
         """Keys of names the module assigns from a checkpoint read."""
-        return restored_from_checkpoint(self)
+        return self._remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
 
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""
-        return step_state(self, scope)
+        return self._remember(("step_state", id(scope)), lambda: step_state(self, scope))
+
+    def counter_keys(self) -> Set[str]:
+        """Keys of the update counters that feed a schedule, an LR, a checkpoint or the end of the run."""
+        return self._remember(("counter_keys",), lambda: counter_keys(self))
 
     def visible(self, key: str, scope: Scope) -> bool:
         """A role key that code in `scope` can name: its own, its class's, or a global."""
@@ -208,21 +338,29 @@ class ModuleModel:
 
     def order_of_expression(self, expr: cst.CSTNode) -> Optional[int]:
         """Program order of the statement or condition that holds an expression."""
-        for node, site in self.structure.statements:
-            if any(sub is expr for sub in walk_expressions(node)):
-                return site.order
-        return None
+        holder = self.structure.holder.get(id(expr))
+        return self.structure.site_of[id(holder)].order if holder is not None else None
 
     # -- facts about names -----------------------------------------------------------------------
 
+    def keys_in(self, expr: cst.CSTNode, scope: Scope) -> FrozenSet[str]:
+        """Keys of the names and attributes an expression reads, in a scope (computed once per pair)."""
+        def compute():
+            return frozenset(
+                k for k in (self.roles.key(sub, scope) for sub in walk_expressions(expr) if isinstance(sub, (cst.Name, cst.Attribute))) if k
+            )
+        return self._remember(("keys_in", id(expr), id(scope)), compute)
+
     def mentions(self, expr: cst.CSTNode, scope: Scope, key: str) -> bool:
-        return any(
-            isinstance(sub, (cst.Name, cst.Attribute)) and self.roles.key(sub, scope) == key for sub in walk_expressions(expr)
-        )
+        return key in self.keys_in(expr, scope)
+
+    @cached_property
+    def _scale_reads(self) -> Set[int]:
+        return {id(e.node) for e in self.of_kind(SCALE_READ)}
 
     def is_scale_read(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         if isinstance(expr, cst.Call):
-            return any(e.node is expr for e in self.of_kind(SCALE_READ))
+            return id(expr) in self._scale_reads
         return isinstance(expr, cst.Name) and self.roles.key(expr, scope) in self._scale_vars
 
     def flag_kinds(self, name: cst.Name, scope: Scope) -> FrozenSet[str]:
@@ -231,60 +369,106 @@ class ModuleModel:
     def flag_assignment(self, name: cst.Name, scope: Scope) -> Optional[cst.Assign]:
         """The assignment that gave a condition flag its value (`was_run = before <= after`)."""
         key = self.roles.key(name, scope)
+        return self._flag_assignments.get((id(scope), key))
+
+    @cached_property
+    def _flag_assignments(self) -> Dict[tuple, cst.Assign]:
+        """(scope, key of the target) -> the first single-target assignment to it."""
+        found: Dict[tuple, cst.Assign] = {}
         for node, site in self.structure.statements:
-            if isinstance(node, cst.Assign) and site.scope is scope and len(node.targets) == 1:
-                if self.roles.key(node.targets[0].target, scope) == key:
-                    return node
-        return None
+            if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                found.setdefault((id(site.scope), self.roles.key(node.targets[0].target, site.scope)), node)
+        return found
 
     def statements_in(self, scope: Scope, key: str) -> Iterable[tuple]:
         """(node, site) of the scopes where `key` can be read: its function, its class's methods, or all."""
         prefix = key.split(":", 1)[0]
-        for node, site in self.structure.statements:
-            owner = site.scope
-            if prefix.startswith("class "):
-                if owner.class_name == prefix[len("class "):]:
-                    yield node, site
-            elif prefix == "<module>" or owner.name == prefix:
-                yield node, site
+        if prefix.startswith("class "):
+            return self._statements_by_class.get(prefix[len("class "):], ())
+        if prefix == "<module>":
+            return self.structure.statements
+        return self._statements_by_scope_name.get(prefix, ())
 
-    def counter_feeds(self, increment: Event) -> Set[str]:
-        """What an update counter feeds: schedule, lr, checkpoint, eval, stop."""
+    @cached_property
+    def _statements_by_class(self) -> Dict[str, list]:
+        found: Dict[str, list] = defaultdict(list)
+        for node, site in self.structure.statements:
+            found[site.scope.class_name].append((node, site))
+        return found
+
+    @cached_property
+    def _statements_by_scope_name(self) -> Dict[str, list]:
+        found: Dict[str, list] = defaultdict(list)
+        for node, site in self.structure.statements:
+            found[site.scope.name].append((node, site))
+        return found
+
+    def derived_keys(self, increment: Event) -> Set[str]:
+        """The counter's key and the keys of names computed from it (`epoch = step // per_epoch`)."""
         scope = increment.site.scope
         key = self.roles.key(increment.subject, scope)
         if key is None:
             return set()
-        feeds: Set[str] = set()
+        return self._remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
+
+    def _derived_keys(self, scope: Scope, key: str) -> Set[str]:
         derived = {key}
         for node, site in self.statements_in(scope, key):
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and any(self.mentions(node.value, site.scope, k) for k in derived):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and not derived.isdisjoint(self.keys_in(node.value, site.scope)):
                 target_key = self.roles.key(node.targets[0].target, site.scope)
                 if target_key and target_key != key:
                     derived.add(target_key)
+        return derived
 
-        def reads(expr: cst.CSTNode, s: Scope) -> bool:
-            return any(self.mentions(expr, s, k) for k in derived)
+    def repeating_readers(self, increment: Event) -> List[Site]:
+        """Cadence tests in the counter's loop that read it (`if step % eval_every == 0:`): held
+        back on a skipped update, the counter would make them fire again on the next pass."""
+        loop = increment.site.loop
+        derived = self.derived_keys(increment)
+        found = []
+        for node, site in self.structure.statements_of(increment.site.scope):
+            if loop is None or loop not in site.loops or node is increment.node or not _is_cadence(node):
+                continue
+            if any(self.mentions(node, site.scope, k) for k in derived):
+                found.append(site)
+        return found
+
+    def counter_feeds(self, increment: Event) -> Set[str]:
+        """What an update counter feeds: schedule, lr, checkpoint, eval, stop."""
+        derived = self.derived_keys(increment)
+        feeds: Set[str] = set()
+        for k in derived:
+            feeds |= self._fed_by_key.get(k, set())
+        return frozenset(feeds)
+
+    @cached_property
+    def _fed_by_key(self) -> Dict[str, Set[str]]:
+        """Key -> what reading it feeds: "schedule" (scheduler arguments), "lr" (a manual LR value),
+        "checkpoint" (a save or its condition), "eval" and "stop" (their conditions, a while test)."""
+        fed: Dict[str, Set[str]] = defaultdict(set)
+
+        def feeds(label: str, keys: Iterable[str]) -> None:
+            for k in keys:
+                fed[k].add(label)
 
         for event in self.events:
             s = event.site.scope
-            if event.node is increment.node:
-                continue
             if event.kind == SCHEDULER_STEP:
-                value = event.node.value if isinstance(event.node, cst.Assign) else event.node
-                arguments = value if isinstance(event.node, cst.Assign) else cst.Tuple([cst.Element(a.value) for a in event.node.args])
-                if reads(arguments, s):
-                    feeds.add("lr" if isinstance(event.node, cst.Assign) else "schedule")
-            guard_reads = any(reads(g.test, s) for g in event.site.guards)
-            if event.kind == CHECKPOINT_SAVE and (guard_reads or reads(event.node, s)):
-                feeds.add("checkpoint")
-            elif event.kind == EVALUATION and guard_reads:
-                feeds.add("eval")
-            elif event.kind == EARLY_EXIT and guard_reads:
-                feeds.add("stop")
+                if isinstance(event.node, cst.Assign):
+                    feeds("lr", self.keys_in(event.node.value, s))
+                else:
+                    for argument in event.node.args:
+                        feeds("schedule", self.keys_in(argument.value, s))
+            label = {CHECKPOINT_SAVE: "checkpoint", EVALUATION: "eval", EARLY_EXIT: "stop"}.get(event.kind)
+            if label is None:
+                continue
+            for guard in event.site.guards:
+                feeds(label, self.keys_in(guard.test, s))
+            if event.kind == CHECKPOINT_SAVE:
+                feeds(label, self.keys_in(event.node, s))
         for loop, site in self.structure.while_loops:
-            if reads(loop.test, site.scope):
-                feeds.add("stop")
-        return feeds
+            feeds("stop", self.keys_in(loop.test, site.scope))
+        return fed
 
     # -- positions -------------------------------------------------------------------------------
 
@@ -299,6 +483,9 @@ class ModuleModel:
 
     def statement_rows(self, node: cst.CSTNode) -> tuple:
         """First and last rows of the statement (or condition) that holds a node."""
+        holder = self.structure.holder.get(id(node))
+        if holder is not None:
+            return self.rows(holder)
         start, end = self.span(node)
         best = None
         for small, _ in self.structure.statements:
@@ -318,7 +505,7 @@ class ModuleModel:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 key = self.roles.key(node.targets[0].target, site.scope)
                 value = node.value
-                if isinstance(value, cst.Call) and any(e.node is value for e in self.of_kind(SCALE_READ)):
+                if isinstance(value, cst.Call) and id(value) in self._scale_reads:
                     self._scale_vars.add(key)  # type: ignore[arg-type]
         for node, site in self.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
@@ -333,7 +520,9 @@ class ModuleModel:
             for guard in site.guards:
                 if id(guard.test) not in seen:
                     seen.add(id(guard.test))
-                    self._kinds[id(guard.test)] = self._kinds_of(guard.test, site.scope)
+                    kinds = self._kinds_of(guard.test, site.scope)
+                    # `if torch.isnan(loss): raise`: the run stops, no update is skipped or counted
+                    self._kinds[id(guard.test)] = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS} if guard.raises else kinds
         # A cadence test that guards the update is the window boundary.
         for step in self.of_kind(*STEPS):
             for guard in step.site.guards:
@@ -346,6 +535,55 @@ class ModuleModel:
 
 
 _EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
+    flipped = False
+    while True:
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, flipped = test.expression, not flipped
+        elif (
+            isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot))
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+        ):
+            flipped ^= isinstance(test.comparisons[0].operator, cst.Is)
+            test = test.left
+        else:
+            break
+    text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
+    return " ".join(text.split()), flipped
+
+
+def _is_cadence(test: cst.CSTNode) -> bool:
+    """`n % k == 0`, `n == k`: true once per value of `n`."""
+    return any(
+        isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
+        or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
+        for sub in walk_expressions(test)
+    ) and isinstance(test, cst.BaseExpression)
+
+
+def _prefixes(name: str) -> List[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _targets(node: cst.CSTNode) -> List[cst.BaseExpression]:
+    if isinstance(node, cst.Assign):
+        found: List[cst.BaseExpression] = []
+        for target in node.targets:
+            stack = [target.target]
+            while stack:
+                current = stack.pop()
+                if isinstance(current, (cst.Tuple, cst.List)):
+                    stack.extend(e.value for e in current.elements)
+                else:
+                    found.append(current)
+        return found
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        return [node.target]
+    return []
 
 
 def _exits_before(first: Site, second: Site) -> bool:

@@ -42,7 +42,7 @@ def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoin
             if isinstance(sub, (cst.Name, cst.Attribute)):
                 key = model.roles.key(sub, scope)
                 role = model.roles.roles.get(key or "")
-                kind = role.kind if role else ("counter" if key in _counter_keys(model) else None)
+                kind = role.kind if role else ("counter" if key in model.counter_keys() else None)
                 if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                     found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
     return found
@@ -75,19 +75,37 @@ def _entries(node: cst.Dict) -> Optional[Dict[str, cst.BaseExpression]]:
 def _built_up(model: "ModuleModel", save: Event, name: str) -> Optional[Checkpoint]:
     """`ckpt = {...}` then `ckpt["scheduler"] = ...` in the same function, before the save."""
     entries: Optional[Dict[str, cst.BaseExpression]] = None
-    for node, site in model.structure.statements:
-        if site.scope is not save.site.scope or site.order >= save.order or not isinstance(node, cst.Assign) or len(node.targets) != 1:
-            continue
+    for node, site in _assignments_to(model).get((id(save.site.scope), name), ()):
+        if site.order >= save.order:
+            break
         target = node.targets[0].target
-        if isinstance(target, cst.Name) and target.value == name:
+        if isinstance(target, cst.Name):
             entries = _entries(node.value) if isinstance(node.value, cst.Dict) else None
-        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == name and entries is not None:
+        elif entries is not None:
             index = target.slice[0].slice if len(target.slice) == 1 else None
             if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
                 entries[index.value.evaluated_value] = node.value
             else:
                 entries = None
     return Checkpoint(save, entries, name=name) if entries is not None else None
+
+
+def _assignments_to(model: "ModuleModel") -> Dict[tuple, list]:
+    """(scope, name) -> single-target assignments to `name` or to `name[...]`, in program order."""
+
+    def compute() -> Dict[tuple, list]:
+        found: Dict[tuple, list] = {}
+        for node, site in model.structure.statements:
+            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0].target
+            if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                target = target.value
+            if isinstance(target, cst.Name):
+                found.setdefault((id(site.scope), target.value), []).append((node, site))
+        return found
+
+    return model._remember(("assignments_to",), compute)
 
 
 def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -> Optional[Checkpoint]:
@@ -97,14 +115,14 @@ def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -
     method = model.roles.callee(call.func, save.site.scope)
     if method is None:
         return None
-    for node, site in model.structure.statements:
-        if site.scope is method and isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
+    for node, _ in model.statements_of(method):
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
             entries = _entries(node.value)
             return Checkpoint(save, entries, dict_node=node.value) if entries is not None else None
     return None
 
 
-def _counter_keys(model: "ModuleModel") -> set:
+def counter_keys(model: "ModuleModel") -> set:
     keys = set()
     for event in model.of_kind(COUNTER_INCREMENT):
         if model.counter_feeds(event) & {"schedule", "lr", "stop", "checkpoint"}:
@@ -115,22 +133,41 @@ def _counter_keys(model: "ModuleModel") -> set:
 def step_state(model: "ModuleModel", scope: "Scope") -> Dict[str, List[str]]:
     """Schedulers the code steps, scalers that may skip, and update counters that feed something,
     that code in `scope` can name."""
+    by_owner = _step_state_by_owner(model)
+    owners = ["<module>", scope.name] + ([f"class {scope.class_name}"] if scope.class_name is not None else [])
+    visible = sorted({entry for owner in owners for entry in by_owner.get(owner, ())})
     state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": []}
-    for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD, HELPER_STATE):
-        key = model.roles.key(event.subject, event.site.scope) if event.subject is not None else None
-        role = event.role
-        if key is None or role is None or not model.visible(key, scope):
-            continue
-        if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (role.prepared or role.engine_owned):
-            kind = "scheduler"
-        elif role.kind == SCALER and role.enabled is not False:
-            kind = "scaler"
-        else:
-            continue
-        if key not in state[kind]:
-            state[kind].append(key)
-    state["counter"] = [k for k in sorted(_counter_keys(model)) if k and model.visible(k, scope)]
+    for _, kind, key in visible:
+        state[kind].append(key)
     return state
+
+
+def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
+    """The module's step state once, grouped by the prefix of each key (who can name it): entries
+    (rank, kind, key), ranked as step_state lists them (first use in program order; counters sorted)."""
+
+    def compute() -> Dict[str, list]:
+        ranked: Dict[tuple, int] = {}
+        for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD, HELPER_STATE):
+            key = model.roles.key(event.subject, event.site.scope) if event.subject is not None else None
+            role = event.role
+            if key is None or role is None:
+                continue
+            if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (role.prepared or role.engine_owned):
+                kind = "scheduler"
+            elif role.kind == SCALER and role.enabled is not False:
+                kind = "scaler"
+            else:
+                continue
+            ranked.setdefault((kind, key), len(ranked))
+        for key in sorted(k for k in model.counter_keys() if k):
+            ranked.setdefault(("counter", key), len(ranked))
+        found: Dict[str, list] = {}
+        for (kind, key), rank in ranked.items():
+            found.setdefault(key.split(":", 1)[0], []).append((rank, kind, key))
+        return found
+
+    return model._remember(("step_state_by_owner",), compute)
 
 
 
@@ -140,7 +177,7 @@ def saved_under(model: "ModuleModel") -> Dict[str, str]:
 
     saved: Dict[str, str] = {}
     for save in model.of_kind(CHECKPOINT_SAVE):
-        checkpoint = checkpoint_contents(model, save)
+        checkpoint = model.checkpoint(save)
         for name, value in (checkpoint.entries if checkpoint else {}).items():
             for sub in walk_expressions(value):
                 if isinstance(sub, (cst.Name, cst.Attribute)):

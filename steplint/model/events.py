@@ -74,6 +74,7 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
         event = _call_event(call, site, roles, helper_names)
         if event is not None:
             events.append(event)
+    call_events = {id(e.node): e for e in events}
     for node, site in structure.statements:
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
             if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
@@ -84,10 +85,8 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
                 events.append(Event(SCHEDULER_STEP, node, site, subject=target.value, explicit_position=True))
             elif _is_self_increment(target, node.value):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=target))
-            elif _is_helper_call(node.value, helper_names) and isinstance(target, cst.Name):
-                for event in events:
-                    if event.node is node.value:
-                        event.gate_var = target.value
+            elif _is_helper_call(node.value, helper_names) and isinstance(target, cst.Name) and id(node.value) in call_events:
+                call_events[id(node.value)].gate_var = target.value
         elif isinstance(node, (cst.Break, cst.Return)):
             events.append(Event(EARLY_EXIT, node, site))
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
@@ -115,7 +114,8 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
         added = False
         for call, site in structure.calls:
             callee = roles.callee(call.func, site.scope)
-            if callee is not None and id(callee) in updating and id(call) not in known and not any(e.node is call for e in found):
+            if callee is not None and id(callee) in updating and id(call) not in known:
+                known.add(id(call))
                 found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL))
                 if not site.loops and id(site.scope) not in updating:
                     updating.add(id(site.scope))

@@ -58,6 +58,7 @@ class Guard:
     negated: bool
     statement: cst.CSTNode
     early_exit: bool = False
+    raises: bool = False  # the guarded branch ends in `raise`: the run stops there, nothing is skipped
 
 
 @dataclass(eq=False)
@@ -88,6 +89,16 @@ class Structure:
     for_loops: List[Tuple[cst.For, Site]] = field(default_factory=list)
     while_loops: List[Tuple[cst.While, Site]] = field(default_factory=list)
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
+    holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
+
+    def statements_of(self, scope: "Scope") -> List[Tuple[cst.CSTNode, Site]]:
+        """(node, site) of one scope's statements, in program order (indexed on first use)."""
+        if not hasattr(self, "_by_scope"):
+            by_scope: Dict[int, List[Tuple[cst.CSTNode, Site]]] = {}
+            for node, site in self.statements:
+                by_scope.setdefault(id(site.scope), []).append((node, site))
+            self._by_scope = by_scope
+        return self._by_scope.get(id(scope), [])
 
 
 def walk_module(module: cst.Module) -> Structure:
@@ -110,7 +121,7 @@ class _Walker:
             self.statement(statement, scope, loops, guards, here)
             exit_test = _early_exit_test(statement)
             if exit_test is not None:
-                guards = guards + (Guard(exit_test, negated=True, statement=statement, early_exit=True),)
+                guards = guards + (Guard(exit_test, negated=True, statement=statement, early_exit=True, raises=_ends_in_raise(statement.body)),)
 
     def site(self, scope, loops, guards, trail) -> Site:
         self.order += 1
@@ -119,7 +130,9 @@ class _Walker:
     def record(self, node: cst.CSTNode, site: Site, scope: Scope) -> None:
         self.structure.statements.append((node, site))
         self.structure.site_of[id(node)] = site
+        holder = self.structure.holder
         for sub in walk_expressions(node):
+            holder.setdefault(id(sub), node)
             if isinstance(sub, cst.Call):
                 self.structure.calls.append((sub, site))
         _bind_names(node, scope)
@@ -166,7 +179,8 @@ class _Walker:
 
     def if_statement(self, statement: cst.If, scope, loops, guards, trail) -> None:
         self.record(statement.test, self.site(scope, loops, guards, trail), scope)
-        self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement),), trail)
+        raises = _ends_in_raise(statement.body)
+        self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement, raises=raises),), trail)
         orelse = statement.orelse
         negated = guards + (Guard(statement.test, True, statement),)
         if isinstance(orelse, cst.If):
@@ -214,6 +228,13 @@ def _early_exit_test(statement: cst.BaseStatement) -> Optional[cst.BaseExpressio
     last = body[-1] if body else None
     smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
     return statement.test if smalls and isinstance(smalls[-1], _EXITS) else None
+
+
+def _ends_in_raise(suite: cst.BaseSuite) -> bool:
+    body = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
+    last = body[-1] if body else None
+    smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
+    return bool(smalls) and isinstance(smalls[-1], cst.Raise)
 
 
 def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
