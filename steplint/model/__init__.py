@@ -35,6 +35,7 @@ from steplint.model.events import (
     collect_events,
 )
 from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
@@ -322,6 +323,19 @@ class ModuleModel:
     def restored_from_checkpoint(self) -> set:
         """Keys of names the module assigns from a checkpoint read."""
         return self._remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
+
+    def state_loaded(self, key: str) -> bool:
+        """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
+        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
+        loaded = self._remember(("state_loaded",), lambda: state_loaded_keys(self))
+        return key in loaded or any(k.startswith(key + ".") for k in loaded)
+
+    def updated_by_callers(self, step: Event) -> bool:
+        """A helper's scaler that every caller in the project passes in and updates after the call."""
+        project = self.roles.project
+        if project is None or step.subject is None or step.site.scope.parent is not None:
+            return False
+        return dotted(step.subject) in project.caller_updates.get(step.site.scope.name, ())
 
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""

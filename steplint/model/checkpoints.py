@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT, HELPER_STATE, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.events import COUNTER_INCREMENT, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 from steplint.model.syntax import walk_expressions
 
@@ -197,6 +197,15 @@ def restored_from_checkpoint(model: "ModuleModel") -> set:
             isinstance(s, cst.Subscript) or (isinstance(s, cst.Call) and isinstance(s.func, cst.Attribute) and s.func.attr.value == "get")
             for s in walk_expressions(node.value)
         )
-        if reads:
+        if reads or not found.isdisjoint(model.keys_in(node.value, site.scope)):  # or through a temporary
             found.update(model.roles.key(t.target, site.scope) for t in node.targets)
+    return found
+
+
+def state_loaded_keys(model: "ModuleModel") -> set:
+    """Keys of every object whose `load_state_dict(...)` the module calls, whatever its role."""
+    found = {model.roles.key(e.subject, e.site.scope) for e in model.of_kind(STATE_LOAD)}
+    for call, site in model.structure.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict":
+            found.add(model.roles.key(call.func.value, site.scope))
     return found

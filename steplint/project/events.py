@@ -53,11 +53,17 @@ def call_events(model, context: ModuleContext) -> List[Event]:
             found.append(event)
 
         commits = any(e.action == s.RETURNS_COMMIT for e in callee.effects)
+        # A helper that unscales before it clips does both in its own order: not a clip of scaled gradients.
+        unscales = any(e.action == s.UNSCALE and not e.looped for e in callee.effects)
         for effect in callee.effects:
             subject = context.argument(callee, effect.place, call, site.scope) if effect.place else None
             role = _role(model, subject, site.scope, effect.role)
             if effect.action == s.UPDATE and not effect.looped:
                 add(SKIPPABLE_STEP, effect, subject=call.func, strategy=CALL, gate_var=gate_vars.get(id(call)) if commits else None)
+            if effect.action == s.RETURNS_REDUCED:
+                add(COLLECTIVE, effect, subject=call.func)
+            if effect.action == s.CLIP and unscales:
+                continue
             if effect.action in _ONCE and not effect.looped and (subject is not None or effect.action == s.CLIP):
                 optimizer = context.argument(callee, effect.other, call, site.scope) if effect.other else None
                 add(_ONCE[effect.action], effect, subject=subject, role=role, optimizer=optimizer)
