@@ -19,6 +19,7 @@ from steplint.diagnostic import Diagnostic
 from steplint.engine import SYNTAX_ERROR, UNUSED_NOQA, fix_source, lint_source
 from steplint.files import FileError, TextFile, discover, read_text, write_text
 from steplint.fixes import apply_edits, normalized, reparses
+from steplint.project.build import index_for_run
 from steplint.report import FORMATS, MACHINE_FORMATS
 from steplint.rule import all_rules
 from steplint.source import Source
@@ -50,10 +51,11 @@ def _codes(values: Tuple[str, ...]) -> Tuple[str, ...]:
     return tuple(code.strip() for value in values for code in value.split(",") if code.strip())
 
 
-def check_text(path: str, text: str, settings: Settings, mode: Mode) -> FileReport:
-    """Lint, fix or add noqa to one file's text; nothing is written here."""
+def check_text(path: str, text: str, settings: Settings, mode: Mode, project=None) -> FileReport:
+    """Lint, fix or add noqa to one file's text (`project`: its context in the project index);
+    nothing is written here."""
     if mode.add_noqa:
-        diagnostics = lint_source(path, text, settings)
+        diagnostics = lint_source(path, text, settings, project)
         rows = {}
         for d in diagnostics:
             if d.code not in (SYNTAX_ERROR, UNUSED_NOQA) and d.noqa_row is not None:
@@ -65,20 +67,20 @@ def check_text(path: str, text: str, settings: Settings, mode: Mode) -> FileRepo
             return FileReport(path, text, diagnostics)
         return FileReport(path, new, [], noqa_added=len(edits))
     if not (mode.fix or mode.diff):
-        return FileReport(path, text, lint_source(path, text, settings))
-    result = fix_source(path, text, settings, mode.unsafe_fixes)
+        return FileReport(path, text, lint_source(path, text, settings, project))
+    result = fix_source(path, text, settings, mode.unsafe_fixes, project)
     report = FileReport(path, result.text, result.remaining, result.fixed)
     if mode.diff and result.text != text:
         report.diff = "".join(difflib.unified_diff(text.splitlines(True), result.text.splitlines(True), f"a/{path}", f"b/{path}"))
     return report
 
 
-def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
+def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> FileReport:
     try:
         file = read_text(path)
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
-    report = check_text(path, file.text, settings, mode)
+    report = check_text(path, file.text, settings, mode, project)
     if report.text != file.text and not mode.diff:
         _write(path, file, report)
     return report
@@ -98,13 +100,15 @@ def _file_error(path: str, message: str) -> Diagnostic:
     return Diagnostic(SYNTAX_ERROR, rule.name, message[:1].upper() + message[1:], path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 
-def _run(jobs: Sequence[Tuple[str, Settings]], mode: Mode) -> Iterator[FileReport]:
+def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode) -> Iterator[FileReport]:
+    """Check each (path, settings, project context) job, in a process pool when there are many."""
     workers = os.cpu_count() or 1
     if len(jobs) < _PARALLEL_FROM or workers < 2:
-        yield from (_check_file(path, settings, mode) for path, settings in jobs)
+        yield from (_check_file(path, settings, mode, project) for path, settings, project in jobs)
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        yield from pool.map(_check_file, [p for p, _ in jobs], [s for _, s in jobs], [mode] * len(jobs), chunksize=4)
+        paths, settings, projects = zip(*jobs)
+        yield from pool.map(_check_file, paths, settings, [mode] * len(jobs), projects, chunksize=4)
 
 
 def _with_progress(reports: Iterator[FileReport], total: int) -> List[FileReport]:
@@ -153,11 +157,15 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         if paths == ("-",) or (stdin_filename and not paths):
             _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix)
             return
-        files, missing = discover(paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude)
-        jobs = [(path, resolver.settings_for(path)) for path in files]
+        excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
+        files, missing = discover(paths or (".",), excluded, force_exclude)
+        project = index_for_run(files, excluded) if not missing else None
+        jobs = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         click.echo(f"steplint: error: {error}", err=True)
         sys.exit(2)
+    for note in project.notes if project else ():
+        click.echo(f"steplint: note: {note}", err=True)
     for path in missing:
         click.echo(f"steplint: error: {path}: no such file or directory", err=True)
     if missing:
@@ -196,7 +204,8 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         if mode.fix:
             click.echo(text, nl=False)
         sys.exit(0)
-    report = check_text(path, text, settings, mode)
+    project = index_for_run([path], lambda p: resolver.settings_for(p).excluded(p), {path: text}) if name else None
+    report = check_text(path, text, settings, mode, project.context_for(path) if project else None)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:
         click.echo(report.text, nl=False)

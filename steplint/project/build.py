@@ -7,15 +7,14 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 import libcst as cst
 
 from steplint import __version__
 from steplint.config import CONFIG_NAMES
-from steplint.files import SKIPPED_DIRS, FileError, read_text
+from steplint.files import FileError, discover, read_text
 from steplint.model import build_model
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
@@ -55,18 +54,28 @@ def project_root(path: str) -> str:
         folder = parent
 
 
-def project_files(root: str, limit: int = MAX_PROJECT_FILES) -> tuple:
-    """The Python files under a project root (default-excluded folders skipped), at most `limit`;
-    and whether some were left out."""
-    found: List[str] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                found.append(os.path.join(folder, name))
-                if len(found) > limit:
-                    return found[:limit], True
-    return found, False
+def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None) -> Optional[BuiltIndex]:
+    """The index of a run: its files, and when it checks one file (or stdin), the other Python
+    files of that file's project too (at most MAX_PROJECT_FILES of them)."""
+    if not files:
+        return None
+    notes = []
+    if len(files) == 1:
+        root = project_root(files[0])
+        others = [p for p in discover([root], excluded)[0] if p.endswith(".py")]
+        if len(others) > MAX_PROJECT_FILES:
+            notes.append(f"{root} has {len(others)} Python files: only the first {MAX_PROJECT_FILES} are read to follow calls out of {files[0]}")
+            others = others[:MAX_PROJECT_FILES]
+        paths = files + others
+    else:
+        common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in files])
+        root = project_root(common)
+        if any(_relative(p, root) is None for p in files):
+            root = common
+        paths = files
+    built = build_index(paths, root, texts)
+    built.notes = notes
+    return built
 
 
 def build_index(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True) -> BuiltIndex:
@@ -166,6 +175,10 @@ class _Store:
         self.data = {k: v for k, v in self.data.items() if k in self.used}
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            ignore = os.path.join(os.path.dirname(os.path.dirname(self.path)), ".gitignore")
+            if not os.path.exists(ignore):  # as ruff does: the cache never shows up in `git status`
+                with open(ignore, "w", encoding="utf-8") as handle:
+                    handle.write("# Automatically created by steplint.\n*\n")
             temporary = self.path + f".{os.getpid()}.tmp"
             with open(temporary, "w", encoding="utf-8") as handle:
                 json.dump(self.data, handle)
