@@ -43,7 +43,7 @@ from steplint.rule import Finding, rule
 def check(model):
     updates = model.of_kind(SCALER_UPDATE)
     for step in model.of_kind(SKIPPABLE_STEP):
-        if step.strategy != SCALER or step.role is None or model.updated_by_callers(step):
+        if step.strategy != SCALER or step.role is None or model.update_left_to_callers(step):
             continue
         of_this_scaler = [u for u in updates if model.same_object(u, step)]
         if any(model.covers(u.site, step.site) for u in of_this_scaler):

@@ -330,12 +330,16 @@ class ModuleModel:
         loaded = self._remember(("state_loaded",), lambda: state_loaded_keys(self))
         return key in loaded or any(k.startswith(key + ".") for k in loaded)
 
-    def updated_by_callers(self, step: Event) -> bool:
-        """A helper's scaler that every caller in the project passes in and updates after the call."""
-        project = self.roles.project
-        if project is None or step.subject is None or step.site.scope.parent is not None:
+    def update_left_to_callers(self, step: Event) -> bool:
+        """A helper steps a scaler it is given, and updating it is its callers' business: a caller in
+        the project updates it after the call, or no caller is in the project to tell."""
+        project, scope = self.roles.project, step.site.scope
+        if project is None or not isinstance(step.subject, cst.Name) or scope.parent is not None:
             return False
-        return dotted(step.subject) in project.caller_updates.get(step.site.scope.name, ())
+        name = step.subject.value
+        if name not in {p.name.value for p in scope.params} or scope.owner_of(name) is not scope:
+            return False
+        return name in project.caller_updates.get(scope.name, ()) or scope.name not in project.called
 
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""

@@ -42,7 +42,7 @@ class BuiltIndex:
 
 def project_root(path: str) -> str:
     """The folder of the project a file belongs to: of its configuration file, else its git root,
-    else its own folder."""
+    else the folder that holds its outermost package (or its own folder)."""
     folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
     start = folder
     while True:
@@ -50,8 +50,11 @@ def project_root(path: str) -> str:
             return folder
         parent = os.path.dirname(folder)
         if parent == folder:
-            return start
+            break
         folder = parent
+    while os.path.isfile(os.path.join(start, "__init__.py")) and os.path.dirname(start) != start:
+        start = os.path.dirname(start)
+    return start
 
 
 def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None) -> Optional[BuiltIndex]:

@@ -26,6 +26,7 @@ class ProjectIndex:
         self._resolved: Dict[Tuple[str, str, str], Optional[Target]] = {}
         self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
         self._caller_updates: Dict[Tuple[str, str], Set[str]] = {}
+        self._called: Set[Tuple[str, str]] = set()
         self._link()
 
     # -- resolving calls -------------------------------------------------------------------------
@@ -47,7 +48,7 @@ class ProjectIndex:
                 return (path, found, "") if found else None
             if len(parts) == 3:
                 built_by = module.attribute_classes.get(caller.class_name, {}).get(parts[1])
-                holder = self._definition(path, built_by) if built_by else None
+                holder = self._class_of(path, caller.class_name, built_by) if built_by else None
                 if holder is not None:
                     found = self.modules[holder[0]].functions.get(f"{holder[1]}.{parts[2]}")
                     return (holder[0], found, parts[1] + ".") if found else None
@@ -57,6 +58,24 @@ class ProjectIndex:
             return None
         function = self.modules[found[0]].functions.get(found[1])
         return (found[0], function, None) if function is not None and function.class_name is None else None
+
+    def _class_of(self, path: str, class_name: str, built_by: str, hops: int = 2) -> Optional[Tuple[str, str]]:
+        """(module path, class) of an attribute's value: a class named directly, or the class that
+        a function or method building it returns (`self.setup_optimizers()` -> `Optimizers`)."""
+        module = self.modules[path]
+        if built_by.startswith("self."):
+            method = module.functions.get(f"{class_name}.{built_by[len('self.'):]}")
+            found = (path, method.name) if method is not None else None
+        else:
+            found = self._definition(path, built_by)
+        if found is None:
+            return None
+        function = self.modules[found[0]].functions.get(found[1])
+        if function is None:
+            return found if _defines_class(self.modules[found[0]], found[1]) else None
+        if function.returns_class and hops:
+            return self._class_of(found[0], function.class_name or "", function.returns_class, hops - 1)
+        return None
 
     def _definition(self, path: str, name: str, hops: int = 3) -> Optional[Tuple[str, str]]:
         """(module path, local name) of what `name`, read in module `path`, stands for in the project."""
@@ -160,6 +179,7 @@ class ProjectIndex:
             if not changed:
                 break
         for path, function, call, (target_path, target, _) in calls:
+            self._called.add((target_path, target.name))
             updated = {e.place for e in self.effects(path, function.name) if e.action == s.SCALER_UPDATE}
             for param, argument, _ in _bindings(call, target):
                 if argument and argument in updated:
@@ -184,7 +204,8 @@ class ProjectIndex:
                 )
         roles = {name: {p: r for p, r in self._incoming.get((path, name), {}).items() if r} for name in module.functions}
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
-        return ModuleContext(path, calls, {k: v for k, v in roles.items() if v}, {k: v for k, v in updates.items() if v})
+        called = sorted(name for name in module.functions if (path, name) in self._called)
+        return ModuleContext(path, calls, {k: v for k, v in roles.items() if v}, {k: v for k, v in updates.items() if v}, called)
 
 
 def _module_names(path: str) -> List[str]:

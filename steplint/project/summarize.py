@@ -74,8 +74,9 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
     for scope in model.structure.scopes:
         if scope.name == "<module>" or scope.parent is not None:
             continue  # nested functions act through the function that holds them
+        returns = scope.node.returns.annotation if isinstance(scope.node, cst.FunctionDef) and scope.node.returns else None
         functions[id(scope)] = summary.functions[scope.name] = s.FunctionSummary(
-            scope.name, _parameter_names(scope), lines.get(scope.name, 0), class_name=scope.class_name
+            scope.name, _parameter_names(scope), lines.get(scope.name, 0), class_name=scope.class_name, returns_class=dotted(returns)
         )
     summary.functions["<module>"] = s.FunctionSummary("<module>")
 
@@ -101,11 +102,8 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
             continue
         if isinstance(node, cst.Return) and node.value is not None:
             _returns(model, node.value, site, function)
-        elif isinstance(node, cst.Assign) and site.scope.class_name and isinstance(node.value, cst.Call):
-            target = place(node.targets[0].target, site.scope) if len(node.targets) == 1 else ""
-            callee = dotted(node.value.func)
-            if target.startswith("self.") and callee:
-                summary.attribute_classes.setdefault(site.scope.class_name, {})[target[len("self."):]] = callee
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and site.scope.class_name:
+            _attribute_class(node, site.scope, summary.attribute_classes.setdefault(site.scope.class_name, {}))
     return summary
 
 
@@ -178,8 +176,23 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set) -
     return record
 
 
+def _attribute_class(node, scope: Scope, found: Dict[str, str]) -> None:
+    """`self.opt = Optimizers(...)`, `self.opt = self.setup_optimizers()`, `self.opt: Optimizers = ...`:
+    what (class, or callee whose result) the attribute holds, as written."""
+    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+    if len(targets) != 1 or not place(targets[0], scope).startswith("self."):
+        return
+    attribute = place(targets[0], scope)[len("self."):]
+    if isinstance(node, cst.AnnAssign) and dotted(node.annotation.annotation):
+        found[attribute] = dotted(node.annotation.annotation)  # type: ignore[assignment]
+    elif isinstance(node.value, cst.Call) and dotted(node.value.func) and attribute not in found:
+        found[attribute] = dotted(node.value.func)  # type: ignore[assignment]
+
+
 def _returns(model: ModuleModel, value: cst.BaseExpression, site: Site, function: s.FunctionSummary) -> None:
     scope = site.scope
+    if isinstance(value, cst.Call) and function.returns_class is None:
+        function.returns_class = dotted(value.func)
     role = model.roles.value_role(value, scope)
     if role is not None:
         function.returns = role.kind

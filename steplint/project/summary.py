@@ -68,6 +68,7 @@ class FunctionSummary:
     calls: List[CallRecord] = field(default_factory=list)
     returns: Optional[str] = None  # the role of what it returns (`build_scaler` returns a scaler)
     class_name: Optional[str] = None
+    returns_class: Optional[str] = None  # the class its instances come from: `-> Optimizers`, `return Optimizers(...)`
 
 
 @dataclass
@@ -75,7 +76,7 @@ class ModuleSummary:
     path: str
     imports: Dict[str, str] = field(default_factory=dict)  # local name -> qualified name as imported
     functions: Dict[str, FunctionSummary] = field(default_factory=dict)
-    attribute_classes: Dict[str, Dict[str, str]] = field(default_factory=dict)  # class -> attr -> callee that built it
+    attribute_classes: Dict[str, Dict[str, str]] = field(default_factory=dict)  # class -> attr -> its class or the callee that built it
 
     def to_dict(self) -> dict:
         return asdict(self)
