@@ -109,6 +109,13 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
     updates (`train_one_epoch`) is not one update."""
     updating = {id(e.site.scope) for e in events if e.kind == SKIPPABLE_STEP and not e.site.loops}
     known = {id(e.node) for e in events}  # committed_step(...) is an update already, with its gate
+    gates = {(id(e.site.scope), e.gate_var) for e in events if e.gate_var}
+    returns_commit, assigned_to = set(), {}  # helpers that `return committed`; call -> the name its result goes to
+    for node, site in structure.statements:
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and (id(site.scope), node.value.value) in gates:
+            returns_commit.add(id(site.scope))
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            assigned_to[id(node.value)] = node.targets[0].target.value
     found: List[Event] = []
     for _ in range(3):  # calls of calls
         added = False
@@ -116,7 +123,8 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
             callee = roles.callee(call.func, site.scope)
             if callee is not None and id(callee) in updating and id(call) not in known:
                 known.add(id(call))
-                found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL))
+                gate = assigned_to.get(id(call)) if id(callee) in returns_commit else None
+                found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL, gate_var=gate))
                 if not site.loops and id(site.scope) not in updating:
                     updating.add(id(site.scope))
                     added = True

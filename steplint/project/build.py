@@ -7,26 +7,28 @@ import hashlib
 import json
 import os
 import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional
 
 import libcst as cst
 
 from steplint import __version__
-from steplint.config import CONFIG_NAMES
-from steplint.files import FileError, discover, read_text
+from steplint.config import CONFIG_NAMES, ConfigError
+from steplint.files import SKIPPED_DIRS, FileError, read_text
 from steplint.model import build_model
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
 from steplint.project.summarize import summarize
-from steplint.project.summary import ModuleSummary
+from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
 from steplint.source import Source
 
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
 CACHE_FOLDER = os.path.join(".steplint_cache", "project")
 # A module without any of these words has no step effect to summarise (and no call that passes one on).
-_SUMMARY_PREFILTER = re.compile(r"step|scaler|save|load_state_dict|clip_grad|backward|reduce|gather|sched|optim", re.I)
+_SUMMARY_PREFILTER = re.compile(r"\.step\(|(?i:scaler)|save|load_state_dict|clip_grad|\.backward\(|all_reduce|all_gather|reduce_|\+= *1\b|optim\.|lr_scheduler")
+_PARALLEL_FROM = 16  # modules to summarise; below this a process pool costs more than it saves
 
 
 @dataclass
@@ -43,18 +45,43 @@ class BuiltIndex:
 def project_root(path: str) -> str:
     """The folder of the project a file belongs to: of its configuration file, else its git root,
     else the folder that holds its outermost package (or its own folder)."""
+    return _marked_root(path) or _package_root(path)
+
+
+def _marked_root(path: str) -> Optional[str]:
     folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
-    start = folder
     while True:
         if any(os.path.isfile(os.path.join(folder, name)) for name in CONFIG_NAMES + ("pyproject.toml",)) or os.path.exists(os.path.join(folder, ".git")):
             return folder
         parent = os.path.dirname(folder)
         if parent == folder:
-            break
+            return None
         folder = parent
-    while os.path.isfile(os.path.join(start, "__init__.py")) and os.path.dirname(start) != start:
-        start = os.path.dirname(start)
-    return start
+
+
+def _package_root(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
+    """(root, Python files of the project of `path`, whether some were left out). A project marked
+    by a configuration file or a git root is walked whole (default-excluded folders skipped); an
+    unmarked folder (a script in /tmp) only with its packages, not every folder below it."""
+    marked = _marked_root(path)
+    root = marked or _package_root(path)
+    found: List[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")
+                         and (marked or os.path.isfile(os.path.join(folder, d, "__init__.py"))))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                if len(found) == limit:
+                    return root, found, True
+                found.append(os.path.join(folder, name))
+    return root, found, False
 
 
 def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None) -> Optional[BuiltIndex]:
@@ -64,12 +91,10 @@ def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Opti
         return None
     notes = []
     if len(files) == 1:
-        root = project_root(files[0])
-        others = [p for p in discover([root], excluded)[0] if p.endswith(".py")]
-        if len(others) > MAX_PROJECT_FILES:
-            notes.append(f"{root} has {len(others)} Python files: only the first {MAX_PROJECT_FILES} are read to follow calls out of {files[0]}")
-            others = others[:MAX_PROJECT_FILES]
-        paths = files + others
+        root, others, cut = project_files(files[0])
+        if cut:
+            notes.append(f"{root} has more than {MAX_PROJECT_FILES} Python files: calls out of {files[0]} are followed into the first {MAX_PROJECT_FILES} only")
+        paths = files + [p for p in others if not _excluded(excluded, p)]
     else:
         common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in files])
         root = project_root(common)
@@ -81,64 +106,91 @@ def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Opti
     return built
 
 
+def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
+    try:
+        return excluded(path)
+    except ConfigError:
+        return True  # a folder with a broken configuration of its own: not read for summaries
+
+
 def build_index(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
     from disk (a buffer piped in)."""
     from steplint.config import Settings
 
     settings = settings or Settings()
-    summaries: Dict[str, ModuleSummary] = {}
     texts = dict(texts or {})
     store = _Store(root) if cache else None
+    jobs: Dict[str, tuple] = {}  # relative path -> (text, roles its callers give)
     for path in paths:
         relative = _relative(path, root)
-        if relative is None or relative in summaries:
+        if relative is None or relative in jobs:
             continue
         text = texts.get(path)
         if text is None:
             try:
                 if os.path.getsize(path) > MAX_FILE_BYTES:
                     continue
-                text = texts[path] = read_text(path).text
+                text = read_text(path).text
             except (OSError, FileError):
                 continue
-        summary = summarize_text(relative, text, settings, store)
-        if summary is not None:
-            summaries[relative] = summary
+        if _SUMMARY_PREFILTER.search(text) or relative.endswith("__init__.py"):
+            jobs[relative] = (text, None)
+    summaries = _summaries(jobs, settings, store)
     index = ProjectIndex(summaries)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
     again = {}
-    for path, text in texts.items():
-        relative = _relative(path, root)
-        context = index.context_for(relative) if relative is not None else None
-        if context is not None and context.parameter_roles:
-            again[relative] = summarize_text(relative, text, settings, store, ModuleContext(relative, parameter_roles=context.parameter_roles))
+    for relative in summaries:
+        roles = index.parameter_roles(relative)
+        if roles:
+            again[relative] = (jobs[relative][0], ModuleContext(relative, parameter_roles=roles))
     if again:
-        summaries.update({k: v for k, v in again.items() if v is not None})
+        summaries.update(_summaries(again, settings, store))
         index = ProjectIndex(summaries)
     if store is not None:
         store.flush()
     return BuiltIndex(index, root)
 
 
-def summarize_text(relative: str, text: str, settings, store=None, roles: Optional[ModuleContext] = None) -> Optional[ModuleSummary]:
-    """The summary of one module's text (with the roles its callers give its parameters), or None
-    when it cannot hold a step effect or does not parse."""
-    if not _SUMMARY_PREFILTER.search(text) and not relative.endswith("__init__.py"):
-        return None
+def _summaries(jobs: Dict[str, tuple], settings, store) -> Dict[str, ModuleSummary]:
+    """Summaries from the cache, the rest computed (in worker processes when there are many)."""
+    found: Dict[str, ModuleSummary] = {}
+    missing = []
+    for relative, (text, roles) in jobs.items():
+        key = _key(relative, text, roles)
+        if store is not None and key in store:
+            found[relative] = store[key]
+        else:
+            missing.append((key, relative, text, roles))
+    workers = os.cpu_count() or 1
+    arguments = ([m[1] for m in missing], [m[2] for m in missing], [settings] * len(missing), [m[3] for m in missing])
+    if len(missing) >= _PARALLEL_FROM and workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            computed = list(pool.map(summarize_text, *arguments, chunksize=4))
+    else:
+        computed = list(map(summarize_text, *arguments))
+    for (key, relative, _, _), summary in zip(missing, computed):
+        if summary is not None:
+            found[relative] = summary
+            if store is not None:
+                store[key] = summary
+    return found
+
+
+def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
     given = roles.fingerprint() if roles is not None else ""
-    key = hashlib.sha256(f"{__version__}\0{relative}\0{given}\0{text}".encode()).hexdigest()
-    if store is not None and key in store:
-        return store[key]
+    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{relative}\0{given}\0{text}".encode()).hexdigest()
+
+
+def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None) -> Optional[ModuleSummary]:
+    """The summary of one module's text (with the roles its callers give its parameters), or None
+    when it does not parse."""
     try:
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError):
         return None
-    summary = summarize(build_model(Source(relative, text), module, settings, roles, positions=False), relative)
-    if store is not None:
-        store[key] = summary
-    return summary
+    return summarize(build_model(Source(relative, text), module, settings, roles, positions=False), relative)
 
 
 def _relative(path: str, root: str) -> Optional[str]:

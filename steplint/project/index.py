@@ -187,6 +187,11 @@ class ProjectIndex:
 
     # -- the view of one module ------------------------------------------------------------------
 
+    def parameter_roles(self, path: str) -> Dict[str, Dict[str, str]]:
+        """Function -> parameter -> the role its callers in the project agree it holds."""
+        functions = self.modules[path].functions
+        return {name: roles for name in functions if (roles := {p: r for p, r in self._incoming.get((path, name), {}).items() if r})}
+
     def context_for(self, path: str) -> Optional[ModuleContext]:
         module = self.modules.get(path)
         if module is None:
@@ -202,10 +207,10 @@ class ProjectIndex:
                     callee.name, f"{target_path}:{callee.line}", list(callee.params), self.effects(target_path, callee.name),
                     callee.returns, prefix,
                 )
-        roles = {name: {p: r for p, r in self._incoming.get((path, name), {}).items() if r} for name in module.functions}
+        roles = self.parameter_roles(path)
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
         called = sorted(name for name in module.functions if (path, name) in self._called)
-        return ModuleContext(path, calls, {k: v for k, v in roles.items() if v}, {k: v for k, v in updates.items() if v}, called)
+        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called)
 
 
 def _module_names(path: str) -> List[str]:

@@ -166,7 +166,7 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set) -
     for arg in call.args:
         if arg.star:
             break
-        role = model.roles.of(arg.value, scope)
+        role = model.roles.value_role(arg.value, scope)
         if arg.keyword is None:
             record.args.append(place(arg.value, scope))
             record.arg_roles.append(role.kind if role else None)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+SUMMARY_FORMAT = 1  # part of the cache key: change it when the summaries change meaning
+
 # What a function does to a place (the actions of its effects).
 UPDATE = "update"  # an attempted update: scaler.step(optimizer) (place: the scaler, other: the optimizer)
 SCHEDULER_STEP = "scheduler-step"
