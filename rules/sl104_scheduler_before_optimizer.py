@@ -26,13 +26,19 @@ for batch in loader:
     scheduler.step()
 ```
 
-Silent when an update comes before the scheduler in the iteration (two optimizers, each followed by
-its scheduler), for epoch schedulers stepped outside the batch loop, and for schedulers told their
-position (`scheduler.step(epoch)`).
+Reported only for schedulers that set the first LR when they are built: `torch.optim.lr_scheduler`
+classes and the `transformers` / `diffusers` schedule factories. A scheduler class of the project's
+own (a Noam or warmup policy whose `step()` sets the LR from its own count) may be stepped before
+the update on purpose: moving it would run the first update at the optimizer's raw LR, so steplint
+stays silent there. Also silent when an update comes before the scheduler in the iteration (two
+optimizers, each followed by its scheduler), for epoch schedulers stepped outside the batch loop,
+for schedulers told their position (`scheduler.step(epoch)`), and for Lightning's
+`self.lr_schedulers()`, whose classes are not visible where they are stepped.
 
 ## Fix safety
 Safe: the fix moves the scheduler call just after the statement that holds the update, at its own
-indentation, so it still runs as often as before.
+indentation, so it still runs as often as before; with the scheduler's first LR set at
+construction, update k then uses the schedule's value k (proven by a runtime test).
 """
 
 from steplint.fixes import SAFE, Fix
@@ -44,7 +50,7 @@ from steplint.rule import Finding, rule
 @rule("SL104", "scheduler-before-optimizer", "Scheduler advances before the optimizer update", fix=SAFE)
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
-        if not model.per_update_scheduler(step) or model.gated(step.site):
+        if not model.per_update_scheduler(step) or model.gated(step.site) or not _sets_its_first_lr(step.role):
             continue
         updates = [u for u in model.in_iteration(step, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is model.window(step.site)]
         if not updates or any(u.order < step.order for u in updates):
@@ -53,6 +59,16 @@ def check(model):
         name = model.text(step.subject)
         message = f"`{name}` advances before `{model.text(update.node)}`: the schedule's first value is skipped and every LR comes one update early"
         yield Finding(step.node, message, _after_update(model, step, update, name))
+
+
+def _sets_its_first_lr(role):
+    """A scheduler from torch or a transformers/diffusers factory sets the first LR when it is built,
+    so stepping it before the update skips a value. A class of the project's own (a Noam or warmup
+    policy) may be stepped first on purpose, to set the LR the first update uses: steplint cannot
+    tell, and stays silent."""
+    return role.constructor is not None and role.constructor.startswith(
+        ("torch.optim.lr_scheduler.", "transformers.", "diffusers.optimization.")
+    )
 
 
 def _after_update(model, step, update, name):

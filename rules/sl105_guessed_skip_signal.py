@@ -63,7 +63,7 @@ def check(model):
                 if id(guess) in reported:
                     continue
                 reported.add(id(guess))
-                yield Finding(guess, _message(model, guess, update), _fix(model, guess, update))
+                yield Finding(guess, _message(model, guess, update, guard), _fix(model, guess, update, guard))
 
 
 def _guesses(model, test, scope):
@@ -79,11 +79,20 @@ def _guesses(model, test, scope):
                 yield from _guesses(model, assignment.value, scope)
 
 
-def _message(model, guess, update):
+def _ends_a_pass(guard):
+    """A fix never changes the condition of a branch that raises, returns, breaks or continues:
+    which passes end there is the code's own decision."""
+    return guard.early_exit or any(isinstance(node, _EXITS) for node in walk_expressions(guard.statement))
+
+
+_EXITS = (cst.Raise, cst.Return, cst.Break, cst.Continue)
+
+
+def _message(model, guess, update, guard):
     if isinstance(guess, cst.Call):
         return "Loss finiteness is not the commit signal: gradients can overflow while the loss is finite, and the skipped update still counts"
     operators = {type(c.operator) for c in guess.comparisons}
-    if operators & {cst.LessThan, cst.GreaterThan}:
+    if operators & {cst.LessThan, cst.GreaterThan} and not guard.negated:  # (the strict test runs the schedule)
         return f"`{model.text(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
     if _read_before_update(model, guess, update):
         return f"`{model.text(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
@@ -96,10 +105,10 @@ def _read_before_update(model, guess, update):
     return order is not None and (not after or order < min(after))
 
 
-def _fix(model, guess, update):
+def _fix(model, guess, update, guard):
     order = model.order_of_expression(guess)
     condition = gate_condition(model, update)
-    if condition is None or order is None or order < update.order:
+    if condition is None or order is None or order < update.order or _ends_a_pass(guard):
         return None
     edits = committed_update_edits(model, update, condition, model.settings.fix_gate)
     if edits is None:

@@ -29,7 +29,8 @@ Silent for `accelerator.clip_grad_norm_` (it unscales), apex's `amp.master_param
 
 ## Fix safety
 Safe: `scaler.unscale_(optimizer)` is inserted before the clip; `scaler.step` then does not unscale
-again.
+again. Where the code already calls `unscale_` after the clip, that call is moved up instead (a
+second call raises `unscale_() has already been called`); both shapes are proven by a runtime test.
 
 ## References
 - [Working with unscaled gradients](https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-unscaled-gradients)
@@ -38,7 +39,7 @@ again.
 from steplint.fixes import SAFE, Fix
 from steplint.model import CLIP, SCALED_BACKWARD, SKIPPABLE_STEP, UNSCALE
 from steplint.model.roles import SCALER
-from steplint.rewrite import insert_before
+from steplint.rewrite import insert_before, lone_statement, move_to
 from steplint.rule import Finding, rule
 
 
@@ -54,6 +55,20 @@ def check(model):
         if unscaled:
             continue
         line = f"{model.text(update.subject)}.unscale_({model.text(update.optimizer)})"
-        edit = insert_before(model, clip.site, line)
-        fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
+        later = [u for u in model.in_iteration(clip, UNSCALE) if clip.order < u.order < update.order]
+        if later:
+            # a second unscale_ would raise "unscale_() has already been called": move the one there is
+            fix = _move_before(model, later[0], clip, model.text(later[0].node))
+        else:
+            edit = insert_before(model, clip.site, line)
+            fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
         yield Finding(clip.node, f"Clipping gradients that are still multiplied by the loss scale; call `{line}` first", fix)
+
+
+def _move_before(model, unscale, clip, text):
+    statement, target = lone_statement(model, unscale.site), lone_statement(model, clip.site)
+    if statement is None or target is None or unscale.site.trail[-1][0] is not clip.site.trail[-1][0]:
+        return None
+    row_start = model.source.line_starts[model.rows(target)[0] - 1]
+    indent = model.source.indentation(model.rows(target)[0])
+    return Fix(f"Move `{text}` before clipping", SAFE, tuple(move_to(model, statement, row_start, indent)))

@@ -35,7 +35,9 @@ saves every registered object), and when the LR is computed from a counter that 
 
 ## Fix safety
 Unsafe: the fix adds the missing entries, which changes the checkpoint's format; code that reads
-these files elsewhere may expect the old keys only.
+these files elsewhere may expect the old keys only. An object that is `None` in some runs (a scaler
+built only with AMP, an optional scheduler) is stored as
+`scaler.state_dict() if scaler is not None else None`.
 """
 
 import libcst as cst
@@ -47,14 +49,18 @@ from steplint.rule import Finding, rule
 
 @rule("SL302", "checkpoint-missing-step-state", "Checkpoint omits the scheduler, scaler or update counter", fix=UNSAFE)
 def check(model):
+    reported = set()
     for save in model.of_kind(CHECKPOINT_SAVE):
         checkpoint = model.checkpoint(save)
         if checkpoint is None or OPTIMIZER not in checkpoint.holds:
             continue
         state = model.step_state(save.site.scope)
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
-        if not missing:
+        # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
+        identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), checkpoint.name), tuple(missing))
+        if not missing or identity in reported:
             continue
+        reported.add(identity)
         names = [key.split(":", 1)[1] for _, key in missing]
         listed = ", ".join(f"`{n}`" for n in names)
         through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""
@@ -65,14 +71,16 @@ def check(model):
 OPTIMIZER = "optimizer"
 
 
-def _entry(kind, key):
+def _entry(model, kind, key):
     text = key.split(":", 1)[1]
     value = text if kind == "counter" else f"{text}.state_dict()"
+    if kind != "counter" and key in model.roles.maybe_none:  # `None` in fp32 runs or without a schedule
+        value = f"{value} if {text} is not None else None"
     return text.split(".")[-1], value
 
 
 def _add_entries(model, checkpoint, missing):
-    entries = [_entry(kind, key) for kind, key in missing]
+    entries = [_entry(model, kind, key) for kind, key in missing]
     if any(name in checkpoint.entries for name, _ in entries):
         return None
     title = "Add " + ", ".join(f'"{n}"' for n, _ in entries) + " to the checkpoint"

@@ -27,8 +27,10 @@ global_step = checkpoint["global_step"]
 
 ## Fix safety
 Safe, where the module saves the missing state under a key: the fix reads it back right after the
-optimizer's state, from the same checkpoint. Where nothing saves it, there is no fix (SL302 adds it
-to the checkpoint first).
+optimizer's state, from the same checkpoint, and only when the checkpoint holds it
+(`if checkpoint.get("scheduler") is not None:`), so checkpoints written before the entry existed
+still resume; an object that is `None` in some runs (a scaler built only with AMP) is restored only
+where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first).
 """
 
 import libcst as cst
@@ -60,15 +62,25 @@ def check(model):
 
 
 def _restore(model, load, missing, saved):
+    """Read the missing state back right after the optimizer's, tolerating checkpoints written before
+    the entry existed (and an object that is `None` in this run)."""
     argument = load.node.args[0].value
     if not (isinstance(argument, cst.Subscript) and isinstance(argument.value, (cst.Name, cst.Attribute))):
         return None
     source = model.text(argument.value)
+    indent = model.source.indentation(model.rows(load.site.statement)[0])
+    unit = model.module.default_indent
     lines = []
     for kind, key in missing:
         if key not in saved:
             return None
-        text = key.split(":", 1)[1]
-        lines.append(f'{text} = {source}["{saved[key]}"]' if kind == "counter" else f'{text}.load_state_dict({source}["{saved[key]}"])')
-    edit = insert_after(model, load.site, model.source.newline.join([lines[0]] + [model.source.indentation(model.rows(load.site.statement)[0]) + l for l in lines[1:]]))
+        text, entry = key.split(":", 1)[1], saved[key]
+        if kind == "counter":
+            lines.append(f'{text} = {source}.get("{entry}", {text})')
+            continue
+        present = f'{source}.get("{entry}") is not None'
+        lines.append(f"if {text} is not None and {present}:" if key in model.roles.maybe_none else f"if {present}:")
+        lines.append(f'{unit}{text}.load_state_dict({source}["{entry}"])')
+    newline = model.source.newline
+    edit = insert_after(model, load.site, newline.join([lines[0]] + [indent + line for line in lines[1:]]))
     return Fix("Restore " + ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing), SAFE, (edit,)) if edit else None

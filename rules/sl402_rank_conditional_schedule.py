@@ -36,10 +36,13 @@ block, or just after it when it comes last; otherwise there is no fix.
 import libcst as cst
 
 from steplint.fixes import SAFE, Edit, Fix
-from steplint.model import COUNTER_INCREMENT, SCHEDULER_STEP
+from steplint.model import COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import RANK
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
+
+
+STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP, SCHEDULER_STEP)
 
 
 @rule("SL402", "rank-conditional-schedule", "Schedule state advances on some ranks only", fix="sometimes")
@@ -47,8 +50,10 @@ def check(model):
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         if event.kind == SCHEDULER_STEP and (event.role is None or event.role.engine_owned):
             continue
-        if event.kind == COUNTER_INCREMENT and not model.counter_feeds(event) & {"schedule", "lr", "stop"}:
-            continue
+        if event.kind == COUNTER_INCREMENT and not (
+            model.counter_feeds(event) & {"schedule", "lr", "stop"} and model.events_in(event.site.scope, *STEPS)
+        ):
+            continue  # (a loop index of a helper with no training step of its own is not a schedule)
         ranks = model.guards_of_kind(event.site, RANK)
         if not ranks:
             continue

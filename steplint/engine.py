@@ -45,8 +45,12 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     for code, rule in rules.items():
         if rule.check is None:
             continue
+        reported_rows = set()
         for finding in rule.check(model):
             first, last = model.statement_rows(finding.node)
+            if first in reported_rows:
+                continue  # one problem per rule and statement, however many sub-expressions show it
+            reported_rows.add(first)
             noqa = suppressing(found_comments, code, sorted({first, last}))
             if noqa is not None:
                 used.add((noqa, code))

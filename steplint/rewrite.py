@@ -13,11 +13,11 @@ import libcst as cst
 
 from steplint import runtime
 from steplint.fixes import Edit, Fix
-from steplint.model import COMMITTED_STEP, ModuleModel
-from steplint.model.events import CALL, SKIPPABLE_STEP, Event
+from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
+from steplint.model.events import CALL, Event
 from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
-from steplint.model.syntax import walk_expressions
+from steplint.model.syntax import dotted, walk_expressions
 
 INLINE, IMPORT = "inline", "import"
 _COMMITTED_NAMES = ("committed", "update_committed")
@@ -85,7 +85,11 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
         if update.gate_var:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
-        return next((n for n in _COMMITTED_NAMES if n not in taken), None)
+        names = _COMMITTED_NAMES
+        if _shares_its_pass(model, update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
+            optimizer = (dotted(update.optimizer) or "").replace(".", "_").lstrip("_")
+            names = (f"{optimizer}_committed",) if optimizer.isidentifier() else ()
+        return next((n for n in names if n not in taken), None)
     if update.strategy == "accelerate" and update.role and update.role.accelerator and not update.role.fused:
         # (accelerate's flag is blind to a fused optimizer's skips: SL106 reports those)
         if model.roles.is_(cst.parse_expression(update.role.accelerator), scope, ACCELERATOR):
@@ -116,6 +120,14 @@ def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
     if any(isinstance(node, (cst.Return, cst.Yield)) for node in walk_expressions(helper.node.body)):
         return None
     return steps[0]
+
+
+def _shares_its_pass(model: ModuleModel, update: Event) -> bool:
+    """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
+    return any(
+        other is not update and other.strategy == SCALER and model.same_iteration(other.site, update.site)
+        for other in model.of_kind(SKIPPABLE_STEP)
+    )
 
 
 def _module_names(model: ModuleModel) -> set:

@@ -153,10 +153,13 @@ def _clip_run(module, max_norm):
 
 
 @pytest.mark.runtime
-def test_clip_fix_clips_the_unscaled_gradients(tmp_path):
-    before, expected, _ = _clip_run(load(LOOPS / "clip_loop.py"), max_norm=1.0)
+@pytest.mark.parametrize("name", ["clip_loop.py", "late_unscale_loop.py"], ids=["insert-unscale", "move-unscale"])
+def test_clip_fix_clips_the_unscaled_gradients(tmp_path, name):
+    before, expected, _ = _clip_run(load(LOOPS / name), max_norm=1.0)
     assert before == pytest.approx(expected * 65536.0, rel=1e-4)  # clipped the scaled norm
-    after, expected, _ = _clip_run(load(fixed_copy(tmp_path, "clip_loop.py")), max_norm=1.0)
+    fixed = fixed_copy(tmp_path, name)
+    assert fixed.read_text().count("unscale_(") == 1  # moved, never doubled (a second call raises)
+    after, expected, _ = _clip_run(load(fixed), max_norm=1.0)
     assert after == pytest.approx(expected, rel=1e-5)
 
 
@@ -237,3 +240,75 @@ def test_fixed_counter_gates_the_cadence_that_reads_it(tmp_path):
     assert counter == 16 - len(SKIPPED)
     assert fixed.EVALUATED == [4, 8, 12]  # once per committed multiple: a skip does not repeat one
     assert record.committed_lrs() == pytest.approx([BASE_LR * warmup(k) for k in range(16 - len(SKIPPED))])
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("factory", ["lambda", "transformers-shape"])
+def test_scheduler_moved_after_the_update_starts_at_the_first_value(tmp_path, factory):
+    # "transformers-shape": what get_linear_schedule_with_warmup builds, a LambdaLR from 0
+    schedule = warmup if factory == "lambda" else (lambda s: min(1.0, s / WARMUP))
+
+    def used_lrs(module):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=BASE_LR)
+        return module.train(model, optimizer, schedule, [torch.randn(8, 4) for _ in range(12)])
+
+    assert used_lrs(load(LOOPS / "scheduler_first_loop.py")) == pytest.approx([BASE_LR * schedule(k + 1) for k in range(12)])
+    fixed = fixed_copy(tmp_path, "scheduler_first_loop.py")
+    assert used_lrs(load(fixed)) == pytest.approx([BASE_LR * schedule(k) for k in range(12)])
+
+
+def _optional_trainer(module, amp, seed=0):
+    torch.manual_seed(seed)
+    return module.Trainer(torch.nn.Linear(4, 1), amp)
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32-no-scaler", "amp"])
+def test_checkpoint_fix_handles_an_absent_scaler_and_old_checkpoints(tmp_path, amp):
+    unfixed = load(LOOPS / "optional_checkpoint_loop.py")
+    fixed = load(fixed_copy(tmp_path, "optional_checkpoint_loop.py"))
+    batches = [torch.randn(8, 4) for _ in range(6)]
+
+    # a checkpoint written before the fix still resumes after it: the new entries are optional
+    old = _optional_trainer(unfixed, amp)
+    old.train(batches)
+    old.save(tmp_path / "old.pt")
+    _optional_trainer(fixed, amp).load(tmp_path / "old.pt")
+
+    # the fixed checkpoint restores the schedule (and the loss scale, where there is a scaler)
+    trainer = _optional_trainer(fixed, amp)
+    trainer.train(batches)
+    trainer.save(tmp_path / "new.pt")
+    resumed = _optional_trainer(fixed, amp, seed=1)
+    resumed.load(tmp_path / "new.pt")
+    assert resumed.scheduler.last_epoch == trainer.scheduler.last_epoch == 6
+    assert resumed.optimizer.param_groups[0]["lr"] == trainer.optimizer.param_groups[0]["lr"]
+    if amp:
+        assert resumed.scaler.get_scale() == trainer.scaler.get_scale()
+    else:
+        assert resumed.scaler is None
+
+
+@pytest.mark.runtime
+def test_each_scheduler_follows_its_own_optimizer_when_they_share_a_scaler(tmp_path):
+    def steps(module):
+        torch.manual_seed(0)
+        a, b = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)
+        calls = [0]
+
+        def poison(grad):  # only `a` overflows, in its 1st and 4th pass
+            calls[0] += 1
+            return torch.full_like(grad, float("inf")) if calls[0] in (1, 4) else grad
+
+        a.weight.register_hook(poison)
+        opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu")
+        batches = [torch.randn(8, 4) for _ in range(8)]
+        return module.train(opt_a, opt_b, scaler, batches, lambda x: a(x).pow(2).mean(), lambda x: b(x).pow(2).mean())
+
+    assert steps(load(LOOPS / "gan_loop.py")) == (8, 8)  # both count a's skipped updates
+    fixed = fixed_copy(tmp_path, "gan_loop.py")
+    assert "if opt_a_committed:" in fixed.read_text() and "if opt_b_committed:" in fixed.read_text()
+    assert steps(load(fixed)) == (6, 8)  # a's schedule skips a's two skipped updates, b's does not

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -39,7 +40,7 @@ from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
-from steplint.model.syntax import ImportMap, dotted, forget_children, names_in, walk_expressions
+from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, names_in, walk_expressions
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -194,7 +195,7 @@ class ModuleModel:
         found = self._assigned.get(id(scope))
         if found is None:
             found = self._assigned[id(scope)] = {}
-            for node, site in self.structure.statements_of(scope):
+            for node, site in self.statements_of(scope):
                 for target in _targets(node):
                     text = dotted(target)
                     if text:
@@ -229,10 +230,22 @@ class ModuleModel:
             u for u in self._same_iteration_events(event.site, (SKIPPABLE_STEP,))
             if not self.exclusive(u.site, event.site) and self.same_window(u.site, event.site)
         ]
+        paired = self._own_updates(event, candidates)
+        if paired is not None:
+            candidates = paired
         before = [u for u in candidates if u.order < event.order]
         if before:
             return before[-1]
         return None if before_only or not candidates else candidates[0]
+
+    def _own_updates(self, event: Event, candidates: List[Event]) -> Optional[List[Event]]:
+        """A scheduler follows the update of the optimizer it was built on (two optimizers sharing
+        one scaler, GAN-style): None when the code does not say which optimizer that is."""
+        optimizer = event.role.optimizer if event.kind == SCHEDULER_STEP and event.role is not None else None
+        if optimizer is None or optimizer.split(":", 1)[0] not in (event.site.scope.name, "<module>", f"class {event.site.scope.class_name}"):
+            return None
+        # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
+        return [u for u in candidates if u.optimizer is None or self.roles.key(u.optimizer, u.site.scope) == optimizer]
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
@@ -444,7 +457,7 @@ class ModuleModel:
         loop = increment.site.loop
         derived = self.derived_keys(increment)
         found = []
-        for node, site in self.structure.statements_of(increment.site.scope):
+        for node, site in self.statements_of(increment.site.scope):
             if loop is None or loop not in site.loops or node is increment.node or not _is_cadence(node):
                 continue
             if any(self.mentions(node, site.scope, k) for k in derived):
@@ -452,12 +465,31 @@ class ModuleModel:
         return found
 
     def counter_feeds(self, increment: Event) -> Set[str]:
-        """What an update counter feeds: schedule, lr, checkpoint, eval, stop."""
+        """What an update counter feeds: schedule, lr, checkpoint, eval, stop. A counter that is
+        also the data position (`sample_start = step * batch_size`) is saved to resume the data
+        where it was, in batches, skipped updates included: that checkpoint entry is not a feed."""
         derived = self.derived_keys(increment)
         feeds: Set[str] = set()
         for k in derived:
             feeds |= self._fed_by_key.get(k, set())
+        if not derived.isdisjoint(self._data_positions):
+            feeds.discard("checkpoint")
         return frozenset(feeds)
+
+    @cached_property
+    def _data_positions(self) -> Set[str]:
+        """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
+        sampler or loader to skip what was consumed (`skip_first_batches(loader, step)`)."""
+        found: Set[str] = set()
+        for node, site in self.structure.statements:
+            for sub in walk_expressions(node):
+                if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Multiply):
+                    for side, other in ((sub.left, sub.right), (sub.right, sub.left)):
+                        if isinstance(side, (cst.Name, cst.Attribute)) and _DATA_SIZE.search(" ".join(names_in(other))):
+                            found.add(self.roles.key(side, site.scope) or "")
+                elif isinstance(sub, cst.Call) and _DATA_SKIP.search(last_name(sub.func) or ""):
+                    found.update(self.keys_in(sub, site.scope))
+        return found
 
     @cached_property
     def _fed_by_key(self) -> Dict[str, Set[str]]:
@@ -474,6 +506,8 @@ class ModuleModel:
             if event.kind == SCHEDULER_STEP:
                 if isinstance(event.node, cst.Assign):
                     feeds("lr", self.keys_in(event.node.value, s))
+                elif _step_update_does_nothing(event):
+                    continue
                 else:
                     for argument in event.node.args:
                         feeds("schedule", self.keys_in(argument.value, s))
@@ -571,6 +605,17 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
             break
     text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
     return " ".join(text.split()), flipped
+
+
+_DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
+_DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
+
+
+def _step_update_does_nothing(event: Event) -> bool:
+    """timm's `step_update(n)` moves the LR only for a scheduler built with `t_in_epochs=False`;
+    unless the code shows that, the counter it reads feeds nothing."""
+    func = event.node.func if isinstance(event.node, cst.Call) else None
+    return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
 
 
 def _is_cadence(test: cst.CSTNode) -> bool:

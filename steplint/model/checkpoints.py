@@ -153,7 +153,8 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             role = event.role
             if key is None or role is None:
                 continue
-            if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (role.prepared or role.engine_owned):
+            # (a scheduler built with `last_epoch=` a resumed position is restored by its construction)
+            if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (role.prepared or role.engine_owned or role.positioned):
                 kind = "scheduler"
             elif role.kind == SCALER and role.enabled is not False:
                 kind = "scaler"

@@ -64,6 +64,10 @@ class Role:
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
+    constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
+    per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
+    positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
+    optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it
 
 
 def scheduler_named(name: str) -> bool:
@@ -85,6 +89,7 @@ class RoleTable:
         self.roles: Dict[str, Role] = {}
         self.foreign: set = set()
         self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
+        self.maybe_none: set = set()  # keys that hold None on some path (`scaler = GradScaler() if amp else None`)
         self._functions = {s.name: s for s in structure.scopes}
         self._infer()
 
@@ -138,6 +143,8 @@ class RoleTable:
         for scope in self.structure.scopes:
             for param in scope.params:
                 self._set(self.key(param.name, scope), self._annotation_role(param.annotation, scope))
+                if _is_none(param.default):
+                    self.maybe_none.add(self.key(param.name, scope))
         if self.declared:
             self._declared_roles()
         for function, parameters in (self.project.parameter_roles if self.project else {}).items():
@@ -205,12 +212,18 @@ class RoleTable:
             and tail not in ("Optimizer", "swa_utils")
         ):
             return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
+        positioned = keyword(call, "last_epoch") is not None and literal(keyword(call, "last_epoch")) != -1
+        given = keyword(call, "optimizer") or next(iter(positional(call)), None)
+        optimizer = self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None
         if qualified.startswith("torch.optim.lr_scheduler.") and tail[:1].isupper():
-            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau")
-        if (qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail) or (
-            qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler")
-        ):
-            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler")
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned, optimizer=optimizer)
+        if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
+            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned, optimizer=optimizer)
+        if qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler"):
+            # timm's step_update(n) does nothing unless the scheduler counts updates (t_in_epochs=False)
+            in_epochs = literal(keyword(call, "t_in_epochs"))
+            per_update = (not in_epochs) if isinstance(in_epochs, bool) else (False if keyword(call, "t_in_epochs") is None else ...)
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler", constructor=qualified, per_update=per_update)
         if qualified in ACCELERATOR_CLASSES:
             given = keyword(call, "mixed_precision")
             # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)
@@ -228,6 +241,10 @@ class RoleTable:
         if isinstance(value, cst.Call):
             returned = self.project.returned_role(value, scope) if self.project else None
             return self.constructed(value, scope) or (Role(returned, USE) if returned else None)
+        if isinstance(value, cst.IfExp):  # `GradScaler() if amp else None`: the object, when there is one
+            roles = [self.value_role(v, scope) for v in (value.body, value.orelse) if not _is_none(v)]
+            kinds = {r.kind for r in roles if r is not None}
+            return roles[0] if len(kinds) == 1 and all(r is not None for r in roles) else None
         return None
 
     def _assignment(self, node: cst.CSTNode, scope: Scope) -> bool:
@@ -242,6 +259,8 @@ class RoleTable:
         else:
             return False
         changed = False
+        if _is_none(value) or isinstance(value, cst.IfExp) and (_is_none(value.body) or _is_none(value.orelse)):
+            self.maybe_none.update(self.key(t, scope) for t in targets)
         for target in targets:
             for element, role in self._unpack(target, value, scope):
                 key = self.key(element, scope)
@@ -366,3 +385,7 @@ class RoleTable:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
             return self._functions.get(f"{scope.class_name}.{func.attr.value}")
         return None
+
+
+def _is_none(expr: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"

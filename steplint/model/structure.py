@@ -91,15 +91,6 @@ class Structure:
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
     holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
 
-    def statements_of(self, scope: "Scope") -> List[Tuple[cst.CSTNode, Site]]:
-        """(node, site) of one scope's statements, in program order (indexed on first use)."""
-        if not hasattr(self, "_by_scope"):
-            by_scope: Dict[int, List[Tuple[cst.CSTNode, Site]]] = {}
-            for node, site in self.statements:
-                by_scope.setdefault(id(site.scope), []).append((node, site))
-            self._by_scope = by_scope
-        return self._by_scope.get(id(scope), [])
-
 
 def walk_module(module: cst.Module) -> Structure:
     walker = _Walker()
@@ -119,9 +110,9 @@ class _Walker:
         for statement in block.statements:
             here = trail + ((block, statement),)
             self.statement(statement, scope, loops, guards, here)
-            exit_test = _early_exit_test(statement)
-            if exit_test is not None:
-                guards = guards + (Guard(exit_test, negated=True, statement=statement, early_exit=True, raises=_ends_in_raise(statement.body)),)
+            exit_guard = _early_exit_guard(statement)
+            if exit_guard is not None:
+                guards = guards + (exit_guard,)
 
     def site(self, scope, loops, guards, trail) -> Site:
         self.order += 1
@@ -179,7 +170,7 @@ class _Walker:
 
     def if_statement(self, statement: cst.If, scope, loops, guards, trail) -> None:
         self.record(statement.test, self.site(scope, loops, guards, trail), scope)
-        raises = _ends_in_raise(statement.body)
+        raises = _ends_in(statement.body, (cst.Raise,))
         self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement, raises=raises),), trail)
         orelse = statement.orelse
         negated = guards + (Guard(statement.test, True, statement),)
@@ -220,21 +211,24 @@ class _ClassScope(Scope):
         super().__init__(outer.node, outer.name, class_name, outer.self_name, outer.params, outer.local_names)
 
 
-def _early_exit_test(statement: cst.BaseStatement) -> Optional[cst.BaseExpression]:
-    """`cond` of `if cond: ...; continue` (no else), whose rest of block runs only when not cond."""
-    if not isinstance(statement, cst.If) or statement.orelse is not None:
+def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
+    """The condition the rest of a block runs under after an `if` that ends the pass on one side:
+    `if cond: ...; continue` (no else) leaves `not cond`; `if cond: ... else: continue` leaves `cond`."""
+    if not isinstance(statement, cst.If):
         return None
-    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else [statement.body]
-    last = body[-1] if body else None
-    smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
-    return statement.test if smalls and isinstance(smalls[-1], _EXITS) else None
+    if statement.orelse is None:
+        if _ends_in(statement.body, _EXITS):
+            return Guard(statement.test, True, statement, early_exit=True, raises=_ends_in(statement.body, (cst.Raise,)))
+    elif isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, _EXITS) and not _ends_in(statement.body, _EXITS):
+        return Guard(statement.test, False, statement, early_exit=True, raises=_ends_in(statement.orelse.body, (cst.Raise,)))
+    return None
 
 
-def _ends_in_raise(suite: cst.BaseSuite) -> bool:
+def _ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
     body = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
     last = body[-1] if body else None
     smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
-    return bool(smalls) and isinstance(smalls[-1], cst.Raise)
+    return bool(smalls) and isinstance(smalls[-1], kinds)
 
 
 def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
