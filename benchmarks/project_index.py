@@ -42,22 +42,15 @@ def main(tree: str, file: str) -> None:
     files = [p for p in discover([tree], lambda p: False)[0] if p.endswith(".py")]
     lines = sum(len(Path(p).read_bytes().splitlines()) for p in files)
     print(f"tree {tree}: {len(files)} Python files, {lines} lines; one file {file} (project root {root})")
-    forget(root)
-    print(f"index build alone, whole tree:    cold {index_build(files):6.2f} s", end="")
-    print(f"   warm {index_build(files):6.2f} s")
-    forget(root)
-    print(f"index build alone, one file:      cold {index_build([file]):6.2f} s", end="")
-    print(f"   warm {index_build([file]):6.2f} s")
-    forget(root)
-    print(f"steplint check, whole tree:       cold {check(tree):6.2f} s", end="")
-    print(f"   warm {check(tree):6.2f} s")
-    forget(root)
-    print(f"steplint check, one file:         cold {check(file):6.2f} s", end="")
-    print(f"   warm {check(file):6.2f} s")
+    for label, run in (("index build alone, whole tree", lambda: index_build(files)), ("index build alone, one file", lambda: index_build([file])),
+                       ("steplint check, whole tree", lambda: check(tree)), ("steplint check, one file", lambda: check(file))):
+        forget(root)
+        cold = run()
+        print(f"{label + ':':<34}cold {cold:6.2f} s   warm {run():6.2f} s")
     with tempfile.TemporaryDirectory() as alone:
         copy = os.path.join(alone, os.path.basename(file))
         shutil.copy(file, copy)
-        print(f"steplint check, the file alone:        {check(copy):6.2f} s")
+        print(f"{'steplint check, the file alone:':<34}     {check(copy):6.2f} s")
 
 
 if __name__ == "__main__":
