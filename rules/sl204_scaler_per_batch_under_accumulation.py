@@ -54,7 +54,7 @@ def check(model):
         fix = move_into_window(model, update, boundary, f"Move `{scaler}.update()` into the window block", SAFE)
         yield Finding(update.node, f"`{scaler}.update()` runs every batch, but `{scaler}.step` once per window (`{model.text(boundary.test)}`)", fix)
     for step in steps:
-        if model.window(step.site) is not None:
+        if model.window(step.site) is not None or model.ends_early_before(step.site):
             continue
         cleared = [z for z in model.in_iteration(step, ZERO_GRAD) if model.window(z.site) is not None]
         if cleared:

@@ -25,7 +25,8 @@ for i, batch in enumerate(loader):
 ```
 
 Silent for values already in update units (`i // accum`), for counters advanced once per window
-(SL102 checks whether they count skipped updates), and in loops whose every batch commits an update.
+(SL102 checks whether they count skipped updates), in loops whose every batch commits an update, and
+for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts.
 
 ## Fix safety
 Unsafe, where one update counter advances in the window block: the fix names the checkpoint after
@@ -48,6 +49,8 @@ def check(model):
             continue
         update = updates[0]
         windowed = model.window(update.site) is not None
+        if not windowed and update.strategy in ("accelerate", "deepspeed"):
+            continue  # their recipe counts attempts by convention (SL102's docs say why)
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
         batches = model.batch_indices(update.site.loop, counters=windowed)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]

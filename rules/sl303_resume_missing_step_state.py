@@ -47,14 +47,17 @@ def check(model):
     loads = model.of_kind(STATE_LOAD)
     saved = model.saved_under()
     restored = model.restored_from_checkpoint()
+    reported = set()
     for load in loads:
         if load.role.kind != OPTIMIZER:
             continue
         state = model.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state_loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
-        if not missing:
-            continue
+        identity = (id(load.site.scope), tuple(missing))
+        if not missing or identity in reported:
+            continue  # (two optimizers restored in one place are one resume)
+        reported.add(identity)
         listed = ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing)
         through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
         message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"

@@ -222,7 +222,14 @@ class ModuleModel:
     def same_window(self, update: Site, other: Site) -> bool:
         """`other` runs once per update attempt: under the update's window boundary, if it has one."""
         boundary = self.window(update)
-        return boundary is None or any(g is boundary or g.test is boundary.test and g.negated == boundary.negated for g in other.guards)
+        if boundary is None:
+            return True
+        text, flipped = self.condition(boundary.test)
+        return any(
+            g is boundary or g.test is boundary.test and g.negated == boundary.negated
+            or self.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self._unchanged(boundary, g, update.scope)
+            for g in other.guards
+        )
 
     def attempt_for(self, event: Event, before_only: bool = True) -> Optional[Event]:
         """The skippable update that `event` follows in the same iteration and window, if any."""
@@ -476,6 +483,30 @@ class ModuleModel:
             feeds.discard("checkpoint")
         return frozenset(feeds)
 
+    def ends_early_before(self, site: Site) -> bool:
+        """A `continue` earlier in the same pass of the same loop, inside a nested branch
+        (`else: ...; if (i + 1) % accum: continue`): what follows may run once per window only."""
+        return any(order < site.order for order in self._continues.get((id(site.scope), id(site.loop)), ()))
+
+    @cached_property
+    def _continues(self) -> Dict[tuple, List[int]]:
+        found: Dict[tuple, List[int]] = defaultdict(list)
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Continue):
+                found[(id(site.scope), id(site.loop))].append(site.order)
+        return found
+
+    @cached_property
+    def positioned_by_assignment(self) -> Set[str]:
+        """Schedulers put back at the resumed position by hand: `scheduler.last_epoch = start - 1`."""
+        found: Set[str] = set()
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
+                        found.add(self.roles.key(target.target.value, site.scope) or "")
+        return found
+
     @cached_property
     def _data_positions(self) -> Set[str]:
         """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
@@ -575,12 +606,20 @@ class ModuleModel:
                     kinds = self._kinds_of(guard.test, site.scope)
                     # `if torch.isnan(loss): raise`: the run stops, no update is skipped or counted
                     self._kinds[id(guard.test)] = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS} if guard.raises else kinds
-        # A cadence test that guards the update is the window boundary.
+        # A cadence test that guards the update is the window boundary, and so is a second test of
+        # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
+        windows = set()
         for step in self.of_kind(*STEPS):
             for guard in step.site.guards:
                 kinds = self._kinds[id(guard.test)]
                 if MODULO in kinds:
                     self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
+                    windows.add((id(step.site.scope), self.condition(guard.test)[0]))
+        if windows:
+            for _, site in self.structure.statements:
+                for guard in site.guards:
+                    if (id(site.scope), self.condition(guard.test)[0]) in windows:
+                        self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
 
     def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
         return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
@@ -607,6 +646,7 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
     return " ".join(text.split()), flipped
 
 
+_FP16_MENTIONED = re.compile(r"fp16|float16|\bhalf\b|loss_scale|cur_scale|overflow", re.I)
 _DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
 _DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
 
@@ -688,5 +728,11 @@ def build_model(source: Source, module: cst.Module, settings, project=None, posi
         from steplint.project.events import call_events  # the project package builds on the model
 
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
+    if not _FP16_MENTIONED.search(source.text):
+        # A DeepSpeed engine skips only with fp16 on, set in a JSON config we cannot see; with no
+        # sign of fp16 in the module, its step is taken as a plain one (silence over a guess).
+        for event in model.events:
+            if event.strategy == "deepspeed":
+                event.kind = OPTIMIZER_STEP
     model._classify_guards()
     return model

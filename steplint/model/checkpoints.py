@@ -123,9 +123,11 @@ def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -
 
 
 def counter_keys(model: "ModuleModel") -> set:
+    """Update counters a resumed run needs back: they set the LR or the end of the run. (One that
+    only names checkpoints or paces evaluation restarts harmlessly, or lives on in the file name.)"""
     keys = set()
     for event in model.of_kind(COUNTER_INCREMENT):
-        if model.counter_feeds(event) & {"schedule", "lr", "stop", "checkpoint"}:
+        if model.counter_feeds(event) & {"schedule", "lr", "stop"}:
             keys.add(model.roles.key(event.subject, event.site.scope))
     return keys
 
@@ -154,7 +156,9 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             if key is None or role is None:
                 continue
             # (a scheduler built with `last_epoch=` a resumed position is restored by its construction)
-            if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (role.prepared or role.engine_owned or role.positioned):
+            if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (
+                role.prepared or role.engine_owned or role.positioned or key in model.positioned_by_assignment
+            ):
                 kind = "scheduler"
             elif role.kind == SCALER and role.enabled is not False:
                 kind = "scaler"

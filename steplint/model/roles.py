@@ -49,6 +49,8 @@ FOREIGN_MODULES = ("sklearn.", "scipy.", "gym.", "gymnasium.", "numpy.", "diffus
 FOREIGN_DIFFUSERS = re.compile(r"^diffusers\.\w*Scheduler\w*$")
 
 _SCHEDULER_NAME = re.compile(r"(^|_)(lr_?)?(sched|scheduler|schedulers)(_|\d|$)", re.I)
+# Schedules of something other than the learning rate: an EMA decay warmup, a noise or beta schedule.
+_OTHER_SCHEDULE = re.compile(r"ema|noise|beta|sigma|momentum|temp|teacher|wd|weight_decay|decay|timestep|diffusion|kl|dropout|mask", re.I)
 _OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)s?(_|\d|$)", re.I)
 _SCALER_NAME = re.compile(r"scaler", re.I)
 
@@ -71,7 +73,8 @@ class Role:
 
 
 def scheduler_named(name: str) -> bool:
-    return bool(_SCHEDULER_NAME.search(name.split(".")[-1]))
+    last = name.split(".")[-1]
+    return bool(_SCHEDULER_NAME.search(last)) and not _OTHER_SCHEDULE.search(last)
 
 
 def optimizer_named(name: str) -> bool:
@@ -91,6 +94,7 @@ class RoleTable:
         self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
         self.maybe_none: set = set()  # keys that hold None on some path (`scaler = GradScaler() if amp else None`)
         self._functions = {s.name: s for s in structure.scopes}
+        self._aliases = _property_aliases(structure)
         self._infer()
 
     # -- lookups ---------------------------------------------------------------------------------
@@ -102,6 +106,9 @@ class RoleTable:
         head, _, rest = text.partition(".")
         owner = scope.owner_of(head)
         if scope.self_name and head == scope.self_name and scope.class_name and (owner is None or owner.self_name == head):
+            first, dot, more = rest.partition(".")
+            first = self._aliases.get((scope.class_name, first), first)  # `self.lr_scheduler` -> `self._lr_scheduler`
+            rest = first + dot + more if rest else rest
             return f"class {scope.class_name}:self" + (f".{rest}" if rest else "")
         return f"{owner.name}:{text}" if owner is not None else f"<module>:{text}"
 
@@ -389,3 +396,20 @@ class RoleTable:
 
 def _is_none(expr: Optional[cst.BaseExpression]) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _property_aliases(structure: Structure) -> Dict[Tuple[str, str], str]:
+    """(class, property) -> the attribute it returns: `@property def lr_scheduler(self): ...
+    return self._lr_scheduler` makes `self.lr_scheduler` the same object as `self._lr_scheduler`."""
+    found: Dict[Tuple[str, str], str] = {}
+    for scope in structure.scopes:
+        node = scope.node
+        if scope.class_name is None or not isinstance(node, cst.FunctionDef) or scope.parent is not None:
+            continue
+        if not any(dotted(d.decorator) == "property" for d in node.decorators) or not isinstance(node.body, cst.IndentedBlock):
+            continue
+        last = node.body.body[-1] if node.body.body else None
+        value = last.body[0].value if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return) else None
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == scope.self_name:
+            found[(scope.class_name, node.name.value)] = value.attr.value
+    return found
