@@ -11,7 +11,7 @@ from steplint.project import summary as s
 from steplint.project.context import Callee, ModuleContext
 
 MAX_DEPTH = 4  # calls of calls followed when composing effects
-_ONCE_PER_CALL = (s.RETURNS_COMMIT, s.RETURNS_REDUCED)  # about the callee's own return value: not passed on
+_OWN_RETURN = (s.RETURNS_COMMIT, s.RETURNS_REDUCED)  # about the callee's own return value: not passed on
 Target = Tuple[str, s.FunctionSummary, Optional[str]]  # (module path, function, `self` prefix for its self.* places)
 
 
@@ -257,7 +257,7 @@ _PLACELESS = (s.CLIP, s.SAVE)
 
 
 def _through_call(effect: s.Effect, call: s.CallRecord, target: s.FunctionSummary, self_prefix: Optional[str]) -> Optional[s.Effect]:
-    if effect.action in _ONCE_PER_CALL:
+    if effect.action in _OWN_RETURN:
         return None
     where = argument_place(effect.place, call, target, self_prefix)
     if not where and effect.action not in _PLACELESS:
