@@ -3,8 +3,9 @@ Finds steplint codes in `# noqa: ...` comments that suppress nothing on their li
 
 ## Why is this bad?
 A stale suppression hides the next real problem on that line, and tells readers that something is
-wrong where nothing is. Only steplint's own codes (`SL...`) are checked: codes of other tools in the
-same comment are theirs, and a bare `# noqa` may serve another tool.
+wrong where nothing is. Only steplint's own codes (`SL` and three digits, such as `SL101`) are
+checked: codes of other tools in the same comment are theirs (ruff's `SLOT000` too), and a bare
+`# noqa` may serve another tool.
 
 ## Example
 ```python

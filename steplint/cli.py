@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import signal
 import sys
+import traceback
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -16,8 +18,8 @@ import click
 from steplint import __version__
 from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint.diagnostic import Diagnostic
-from steplint.engine import SYNTAX_ERROR, UNUSED_NOQA, fix_source, lint_source
-from steplint.files import FileError, TextFile, discover, read_text, write_text
+from steplint.engine import INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source
+from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.project.build import index_for_run
 from steplint.report import FORMATS, MACHINE_FORMATS
@@ -45,6 +47,9 @@ class FileReport:
     fixed: List[Diagnostic] = field(default_factory=list)
     diff: str = ""
     noqa_added: int = 0
+    warning: str = ""  # why the file was skipped or not analysed: a message, not a diagnostic
+    internal_traceback: str = ""  # of an internal error, printed with --verbose
+    write_error: str = ""  # why the fixed text could not be written (the file is unchanged)
 
 
 def _codes(values: Tuple[str, ...]) -> Tuple[str, ...]:
@@ -75,24 +80,43 @@ def check_text(path: str, text: str, settings: Settings, mode: Mode, project=Non
     return report
 
 
+def checked_text(path: str, text: str, settings: Settings, mode: Mode, project=None) -> FileReport:
+    """check_text, with an internal error turned into one SL000 diagnostic and the text unchanged."""
+    try:
+        return check_text(path, text, settings, mode, project)
+    except Exception as error:  # a bug in steplint costs this file's results, never the run's
+        return FileReport(path, text, [internal_error(path, error)], internal_traceback=_short_traceback(error))
+
+
+def _short_traceback(error: BaseException) -> str:
+    """The innermost frames, without the exceptions it interrupted: LibCST's messages can print
+    whole syntax trees."""
+    lines = traceback.format_exception(type(error), error, error.__traceback__, limit=-25, chain=False)
+    text = "".join(lines)
+    return text if len(text) < 20_000 else text[:10_000] + "\n[...]\n" + text[-10_000:]
+
+
 def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> FileReport:
     try:
         file = read_text(path)
+    except NotRegularFile as error:
+        return FileReport(path, warning=f"skipped: {error}")
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
-    report = check_text(path, file.text, settings, mode, project)
-    if report.text != file.text and not mode.diff:
-        _write(path, file, report)
-    return report
-
-
-def _write(path: str, file: TextFile, report: FileReport) -> None:
+    report = checked_text(path, file.text, settings, mode, project)
+    if len(file.text) > MAX_ANALYSED_CHARS:
+        report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
+                          " steplint analyses (generated code or data?); only Python's syntax check ran")
+    if report.text == file.text or mode.diff:
+        return report
     try:
         write_text(path, file, report.text)
-    except OSError as error:
-        report.diagnostics.append(_file_error(path, f"cannot write the fixed file: {error.strerror or error}"))
-        report.fixed = []
-        report.noqa_added = 0
+    except FileError as error:
+        # Nothing was written: report the file as it is on disk, with the reason on stderr.
+        unfixed = checked_text(path, file.text, settings, Mode(), project)
+        unfixed.write_error = str(error)
+        return unfixed
+    return report
 
 
 def _file_error(path: str, message: str) -> Diagnostic:
@@ -106,9 +130,16 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode) -> Iterator[F
     if len(jobs) < _PARALLEL_FROM or workers < 2:
         yield from (_check_file(path, settings, mode, project) for path, settings, project in jobs)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
+    try:
         paths, settings, projects = zip(*jobs)
         yield from pool.map(_check_file, paths, settings, [mode] * len(jobs), projects, chunksize=4)
+    finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _with_progress(reports: Iterator[FileReport], total: int) -> List[FileReport]:
@@ -148,14 +179,17 @@ def main() -> None:
 @click.option("--force-exclude", is_flag=True, help="Apply exclude settings to paths given on the command line too.")
 @click.option("--stdin-filename", help="Read the source from stdin (path `-`) and report it under this name.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the traceback of internal errors.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the output; auto: on a terminal, unless NO_COLOR is set (FORCE_COLOR forces it).")
 def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_select, ignore, config_file, output_format,
-          output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet) -> None:
+          output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet, verbose, color) -> None:
     """Check PATHS (files or folders; default: the current folder; `-` for stdin)."""
     mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa)
     try:
         resolver = Resolver(Overrides(_codes(select), _codes(ignore), _codes(extend_select)), config_file)
         if paths == ("-",) or (stdin_filename and not paths):
-            _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix)
+            _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color)
             return
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude)
@@ -170,31 +204,76 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         click.echo(f"steplint: error: {path}: no such file or directory", err=True)
     if missing:
         sys.exit(2)
-    reports = _with_progress(_run(jobs, mode), len(jobs))
+    if not files:
+        click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
+    try:
+        reports = _with_progress(_run(jobs, mode), len(jobs))
+    except KeyboardInterrupt:
+        click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
+        sys.exit(130)
+    _file_messages(reports, verbose)
     diagnostics = [d for r in reports for d in r.diagnostics]
     sources = {r.path: r.text for r in reports}
     if add_noqa:
         added = sum(r.noqa_added for r in reports)
         click.echo(f"Added {added} noqa {'directive' if added == 1 else 'directives'}.", err=quiet)
-        sys.exit(0)
+        sys.exit(2 if _internal_errors(diagnostics) else 0)
     if diff:
         click.echo("".join(r.diff for r in reports), nl=False)
     else:
         rendered = _statistics(diagnostics, output_format) if statistics else FORMATS[output_format](diagnostics, sources)
         if output_file:
             with open(output_file, "w", encoding="utf-8") as handle:
-                handle.write(rendered)
+                handle.write(rendered if color == "always" else click.unstyle(rendered))
         else:
-            click.echo(rendered, nl=False)
+            click.echo(rendered, nl=False, color=use_color(color, sys.stdout))
     if output_format not in MACHINE_FORMATS and not quiet:
         _summary(reports, diagnostics, mode, show_fixes, to_stderr=diff or bool(output_file))
+    found = any(r.diff for r in reports) if diff else bool(diagnostics)
     fixed_any = any(r.fixed for r in reports)
-    if diff:
-        sys.exit(1 if any(r.diff for r in reports) and not exit_zero else 0)
-    sys.exit(1 if (diagnostics and not exit_zero) or (exit_non_zero_on_fix and fixed_any) else 0)
+    sys.exit(_exit_status(diagnostics, found, exit_zero, exit_non_zero_on_fix and fixed_any and not diff))
 
 
-def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix) -> None:
+def _exit_status(diagnostics: List[Diagnostic], found: bool, exit_zero: bool, fixed_and_asked: bool) -> int:
+    """2: an internal error left a file unchecked; 1: diagnostics (or the diff) remain, or fixes were
+    applied under --exit-non-zero-on-fix; 0 otherwise. --exit-zero makes 2 and 1 into 0, but not
+    the --exit-non-zero-on-fix 1, which the user asked for."""
+    if exit_zero:
+        return 1 if fixed_and_asked else 0
+    if _internal_errors(diagnostics):
+        return 2
+    return 1 if found or fixed_and_asked else 0
+
+
+def _internal_errors(diagnostics: List[Diagnostic]) -> bool:
+    return any(d.code == INTERNAL_ERROR for d in diagnostics)
+
+
+def _file_messages(reports: List[FileReport], verbose: bool) -> None:
+    """Per-file problems that are not diagnostics of the code, on stderr."""
+    for r in reports:
+        if r.warning:
+            click.echo(f"steplint: warning: {r.path}: {r.warning}", err=True)
+        if r.write_error:
+            click.echo(f"steplint: error: {r.path}: {r.write_error}", err=True)
+        if r.internal_traceback:
+            hint = "\n" + r.internal_traceback.rstrip() if verbose else " (`steplint check -v` prints the traceback)"
+            click.echo(f"steplint: error: {r.path}: internal error, reported as SL000{hint}", err=True)
+
+
+def use_color(choice: str, stream) -> bool:
+    """`--color always|never` decides; with `auto`, FORCE_COLOR or CLICOLOR_FORCE (set, not 0) turn
+    colour on, then NO_COLOR (set, not empty) turns it off, else colour only on a terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if any(os.environ.get(name, "") not in ("", "0") for name in ("FORCE_COLOR", "CLICOLOR_FORCE")):
+        return True
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    return stream.isatty()
+
+
+def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color) -> None:
     """Editors pipe a buffer in: diagnostics to stdout, or with --fix the fixed source to stdout and
     the remaining diagnostics to stderr."""
     path = name or "-"
@@ -205,17 +284,18 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
             click.echo(text, nl=False)
         sys.exit(0)
     project = index_for_run([path], lambda p: resolver.settings_for(p).excluded(p), {path: text}) if name else None
-    report = check_text(path, text, settings, mode, project.context_for(path) if project else None)
+    report = checked_text(path, text, settings, mode, project.context_for(path) if project else None)
+    _file_messages([report], verbose)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:
         click.echo(report.text, nl=False)
-        click.echo(rendered, nl=False, err=True)
+        click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))
     elif mode.diff:
         click.echo(report.diff, nl=False)
     else:
-        click.echo(rendered, nl=False)
-    failed = (report.diagnostics and not exit_zero) or (exit_non_zero_on_fix and report.fixed) or (mode.diff and report.diff and not exit_zero)
-    sys.exit(1 if failed else 0)
+        click.echo(rendered, nl=False, color=use_color(color, sys.stdout))
+    found = bool(report.diff) if mode.diff else bool(report.diagnostics)
+    sys.exit(_exit_status(report.diagnostics, found, exit_zero, bool(exit_non_zero_on_fix and report.fixed and not mode.diff)))
 
 
 def _statistics(diagnostics: List[Diagnostic], output_format: str) -> str:
@@ -234,6 +314,7 @@ def _summary(reports, diagnostics, mode: Mode, show_fixes: bool, to_stderr: bool
         click.echo(text, err=to_stderr)
 
     fixed = sum(len(r.fixed) for r in reports)
+    unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability != "safe")
     if show_fixes and fixed:
         out(f"Fixed {fixed} {_plural(fixed, 'error')}:")
         for r in reports:
@@ -250,13 +331,12 @@ def _summary(reports, diagnostics, mode: Mode, show_fixes: bool, to_stderr: bool
     elif diagnostics:
         out(f"Found {len(diagnostics)} {_plural(len(diagnostics), 'error')}.")
         safe = sum(1 for d in diagnostics if d.fix and d.fix.applicability == "safe")
-        unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability != "safe")
         if safe or (unsafe and mode.unsafe_fixes):
             out(f"[*] {safe + (unsafe if mode.unsafe_fixes else 0)} fixable with `steplint check --fix{' --unsafe-fixes' if mode.unsafe_fixes else ''}`.")
-        if unsafe and not mode.unsafe_fixes:
-            out(f"({unsafe} hidden {_plural(unsafe, 'fix', 'fixes')} can be enabled with the `--unsafe-fixes` option.)")
     else:
         out("All checks passed!")
+    if unsafe and not mode.unsafe_fixes:
+        out(f"{unsafe} hidden {_plural(unsafe, 'fix', 'fixes')} can be enabled with the `--unsafe-fixes` option.")
 
 
 def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
@@ -274,8 +354,10 @@ def rule_command(code, show_all, output_format) -> None:
         if output_format == "json":
             click.echo(json.dumps([_rule_dict(r) for r in rules.values()], indent=2))
         else:
-            for r in rules.values():
-                click.echo(f"{r.code:<7}{r.name:<38}{_fix_word(r.fix):<18}{r.summary}")
+            rows = [(r.code, r.name, _fix_word(r.fix), r.summary) for r in rules.values()]
+            widths = [max(len(row[i]) for row in rows) for i in range(3)]
+            for row in rows:
+                click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
         return
     found = rules.get(code.upper())
     if found is None:
@@ -292,3 +374,14 @@ def _fix_word(fix: Optional[str]) -> str:
 
 def _rule_dict(r) -> dict:
     return {"code": r.code, "name": r.name, "summary": r.summary, "fix": r.fix, "explanation": r.doc, "url": r.url}
+
+
+@main.command("server")
+def server_command() -> None:
+    """Run the language server over stdio, for editors (alias: lsp)."""
+    from steplint.server import serve  # pygls loads only for the server
+
+    serve()
+
+
+main.add_command(click.Command("lsp", callback=server_command.callback, help=server_command.help, hidden=True))

@@ -52,7 +52,7 @@ class Settings:
         if path is not None:
             relative = self.relative(path)
             for pattern, ignored in self.per_file_ignores:
-                if matches(pattern, relative):
+                if matches((pattern,), relative):
                     codes = codes - expand(ignored, "per-file-ignores", self.origin)
         rules = all_rules()
         return {code: rules[code] for code in sorted(codes)}
@@ -61,8 +61,7 @@ class Settings:
         return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
 
     def excluded(self, path: str) -> bool:
-        relative = self.relative(path)
-        return any(matches(p, relative) for p in self.exclude + self.extend_exclude)
+        return matches(self.exclude + self.extend_exclude, self.relative(path), os.path.isdir(path))
 
     def role_names(self) -> Dict[str, FrozenSet[str]]:
         return {kind: frozenset(names) for kind, names in self.roles}

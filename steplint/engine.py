@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import sys
+import traceback
 from dataclasses import dataclass, field
-from typing import List
+from typing import Dict, List, Optional
 
 import libcst as cst
 
@@ -12,14 +14,22 @@ from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.model import build_model
-from steplint.rule import all_rules
-from steplint.source import Source
+from steplint.rule import Rule, all_rules
+from steplint.source import Source, python_parse_error
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
+# LibCST and the model recurse a few frames per nesting level; Python's parser accepts ~3,000 levels
+# (deeper is SL001 from Python itself), which this limit covers without exhausting the C stack.
+_NESTING_RECURSION_LIMIT = 20_000
+# Larger files are generated code or embedded data; LibCST would take minutes over them, so they get
+# Python's syntax check only (and the command line says so).
+MAX_ANALYSED_CHARS = 2_000_000
 # A file without any of these has no update, scheduler, scaler, checkpoint or steplint noqa to check.
 _PREFILTER = re.compile(r"\.step\(|step_update|scaler|save|load_state_dict|param_groups|noqa\s*:\s*SL", re.I)
 MAX_FIX_ROUNDS = 25
+INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
+ISSUES_URL = "https://github.com/steplint/steplint/issues"
 UNUSED_NOQA = "SL002"
 
 
@@ -27,15 +37,45 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
     (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
     rules = settings.enabled_rules(path)
-    if not _PREFILTER.search(text):
+    python_error = _python_syntax_error(path, text)
+    if python_error is not None:
+        return [python_error] if SYNTAX_ERROR in rules else []
+    if not _PREFILTER.search(text) or len(text) > MAX_ANALYSED_CHARS:
         return []
     source = Source(path, text)
+    if sys.getrecursionlimit() < _NESTING_RECURSION_LIMIT:
+        sys.setrecursionlimit(_NESTING_RECURSION_LIMIT)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        return [_unparsable(source, error.raw_line, error.raw_column, error.message)] if SYNTAX_ERROR in rules else []
+        # Python parses it but LibCST does not: syntax newer than LibCST's grammar.
+        message = f"{_without_prefix(error.message)} (steplint's parser, LibCST, does not support this syntax yet)"
+        return [_unparsable(source, error.raw_line, error.raw_column, message)] if SYNTAX_ERROR in rules else []
+    except cst.CSTValidationError as error:
+        return [_unparsable(source, 1, 0, f"{error} (LibCST rejects what Python accepts)")] if SYNTAX_ERROR in rules else []
     except RecursionError:
-        return [_unparsable(source, 1, 0, "too deeply nested to parse")] if SYNTAX_ERROR in rules else []
+        return [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
+    try:
+        return _analyse(source, module, rules, settings, project)
+    except Exception as error:
+        if not _from_recursion(error):
+            raise
+        return [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
+
+
+def _from_recursion(error: BaseException) -> bool:
+    """A RecursionError, or an error raised while one unwound (LibCST's position bookkeeping
+    raises KeyError then)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, RecursionError):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return False
+
+
+def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
     model = build_model(source, module, settings, project)
     found_comments = comments(source)
     if found_comments.file_exempt:
@@ -72,11 +112,41 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
     return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
 
 
+def _python_syntax_error(path: str, text: str) -> Optional[Diagnostic]:
+    """SL001 at Python's own position, with its message, when Python cannot parse the text. Every
+    file is checked, also those the prefilter skips: Python's parser is fast."""
+    error = python_parse_error(text, path)
+    if error is None:
+        return None
+    source = Source(path, text)
+    if "\0" in text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
+        return _null_byte(source)  # a ValueError before Python 3.12, a SyntaxError without position since
+    if isinstance(error, SyntaxError):  # IndentationError and TabError too
+        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg)
+    return _unparsable(source, 1, 0, "too deeply nested for Python's parser")
+
+
+def _null_byte(source: Source) -> Diagnostic:
+    row, column = source.position(source.text.index("\0"))
+    return _unparsable(source, row, column, "source code cannot contain null bytes")
+
+
+def _without_prefix(message: str) -> str:
+    return message[len("parser error: "):] if message.startswith("parser error: ") else message
+
+
 def _unparsable(source: Source, row: int, column: int, message: str) -> Diagnostic:
     row = min(max(row, 1), len(source.line_starts))
-    start = source.offset(row, min(column, len(source.line(row))))
-    message = message[len("parser error: "):] if message.startswith("parser error: ") else message
+    start = source.offset(row, max(0, min(column, len(source.line(row)))))
     return _diagnostic(source, all_rules()[SYNTAX_ERROR], f"Cannot parse: {message}", start, start, None, row)
+
+
+def internal_error(path: str, error: BaseException) -> Diagnostic:
+    """SL000 for a file whose analysis or fixing raised: one line, at the top of the file."""
+    summary = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0][:200]
+    rule = all_rules()[INTERNAL_ERROR]
+    message = f"Internal error, this file was not checked: {summary} (please report it: {ISSUES_URL})"
+    return Diagnostic(INTERNAL_ERROR, rule.name, message, path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 
 @dataclass
@@ -96,15 +166,15 @@ def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = Fa
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
-            break
+            return FixResult(text, fixed, diagnostics)  # the last round linted the final text
         candidate = apply_edits(text, normalized(e for f in chosen for e in f.edits) or [])
         if not reparses(candidate):
             candidate, chosen = _first_that_parses(text, chosen)
             if not chosen:
-                break
+                return FixResult(text, fixed, diagnostics)
         fixed.extend(d for d in fixable if d.fix in chosen)
         if candidate == text:
-            break
+            return FixResult(text, fixed, diagnostics)
         text = candidate
     return FixResult(text, fixed, lint_source(path, text, settings, project))
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
 import io
 import os
-import re
 import stat
+import subprocess
 import tempfile
 import tokenize
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Iterator, List, Sequence, Tuple
+from functools import lru_cache
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
-from steplint.globs import compile_glob
+from pathspec import GitIgnoreSpec
 
 # Folders that hold no code of the project's own: the default `exclude`.
 SKIPPED_DIRS = {
@@ -22,7 +24,11 @@ SKIPPED_DIRS = {
 
 
 class FileError(Exception):
-    """A file that cannot be read or decoded; the message says why."""
+    """A file that cannot be read, decoded or written; the message says why."""
+
+
+class NotRegularFile(FileError):
+    """A FIFO, socket or device named like a Python file: never read (a FIFO would wait forever)."""
 
 
 @dataclass(frozen=True)
@@ -33,68 +39,96 @@ class TextFile:
 
 def read_text(path: str) -> TextFile:
     try:
-        raw = Path(path).read_bytes()
+        # Non-blocking, so that opening a FIFO returns at once; regular files read as usual.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
-        raise FileError(f"cannot read file: {error.strerror or error}") from None
+        raise FileError(_cannot_read(path, error)) from None
+    with os.fdopen(descriptor, "rb") as handle:
+        kind = stat.S_IFMT(os.fstat(descriptor).st_mode)
+        if kind != stat.S_IFREG:
+            raise NotRegularFile(f"not a regular file ({_KINDS.get(kind, 'special file')})")
+        try:
+            raw = handle.read()
+        except OSError as error:
+            raise FileError(_cannot_read(path, error)) from None
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise FileError("cannot decode file: it is UTF-16 or UTF-32 (byte order mark); Python source is UTF-8 or declares an 8-bit encoding")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         return TextFile(raw.decode(encoding), encoding)
     except (SyntaxError, LookupError) as error:
         raise FileError(f"cannot decode file: {error}") from None
     except UnicodeDecodeError as error:
-        raise FileError(f"cannot decode file as {error.encoding}: invalid byte at offset {error.start}") from None
+        line = raw.count(b"\n", 0, error.start) + 1
+        byte = raw[error.start : error.start + 1].hex()
+        raise FileError(f"cannot decode file as {error.encoding}: invalid byte 0x{byte} on line {line} (declare the encoding with a `# -*- coding: ... -*-` comment)") from None
+
+
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+def _cannot_read(path: str, error: OSError) -> str:
+    if error.errno == errno.ENOENT and os.path.islink(path):
+        return f"cannot read file: broken symbolic link (to {os.readlink(path)})"
+    if error.errno == errno.ELOOP:
+        return "cannot read file: symbolic link loop"
+    return f"cannot read file: {error.strerror or error}"
 
 
 def write_text(path: str, file: TextFile, text: str) -> None:
-    """Write atomically (a temporary file renamed over the original), keeping mode and encoding."""
-    data = text.encode(file.encoding)
-    target = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
+    """Write atomically (a temporary file in the same folder, renamed over the original), keeping
+    mode, encoding and BOM: an interrupted or concurrent run leaves the old or the new file, never a
+    part of one. A file the user may not write is not replaced, even though a rename could."""
     try:
+        data = text.encode(file.encoding)
+    except UnicodeEncodeError:
+        raise FileError(f"cannot write the fixed file: the fix does not fit the file's encoding ({file.encoding})") from None
+    target = os.path.realpath(path)
+    if not os.access(target, os.W_OK):
+        raise FileError("cannot write the fixed file: it is read-only; the file was left unmodified")
+    temporary = None
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
         with os.fdopen(handle, "wb") as out:
             out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(temporary, mode)
         os.replace(temporary, target)
-    except BaseException:
-        if os.path.exists(temporary):
+    except OSError as error:
+        where = "its folder" if temporary is None else "the file"
+        raise FileError(f"cannot write the fixed file ({where}: {error.strerror or error}); the file was left unmodified") from None
+    finally:
+        if temporary is not None and os.path.exists(temporary):
             os.unlink(temporary)
-        raise
 
 
+@dataclass(frozen=True)
 class _GitIgnore:
-    """The patterns of the .gitignore files met on the way down, with their folders."""
+    """What git ignores, as pathspec's GitIgnoreSpec reads it: the global excludes file and
+    .git/info/exclude (relative to the repository's root), then each .gitignore met on the way down
+    (relative to its folder). The last pattern that matches decides, so deeper files win."""
 
-    def __init__(self, rules: Tuple[Tuple[str, "re.Pattern[str]", bool, bool], ...] = ()) -> None:
-        self.rules = rules
+    specs: Tuple[Tuple[str, GitIgnoreSpec], ...] = ()  # (the folder patterns are relative to, spec)
 
-    def extended(self, folder: str) -> "_GitIgnore":
-        path = os.path.join(folder, ".gitignore")
+    def extended(self, folder: str, file: Optional[str] = None) -> "_GitIgnore":
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read().splitlines()
+            with open(file or os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
+                spec = GitIgnoreSpec.from_lines(handle.read().splitlines())
         except OSError:
             return self
-        added = []
-        for line in lines:
-            line = line.rstrip()
-            if not line or line.startswith("#"):
-                continue
-            negated = line.startswith("!")
-            line = line[1:] if negated else line
-            added.append((folder, compile_glob(line), negated, line.endswith("/")))
-        return _GitIgnore(self.rules + tuple(added))
+        return _GitIgnore(self.specs + ((folder, spec),)) if spec.patterns else self
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         result = False
-        for folder, pattern, negated, dir_only in self.rules:
-            if dir_only and not is_dir:
-                continue
+        for folder, spec in self.specs:
             relative = os.path.relpath(path, folder).replace(os.sep, "/")
             if relative.startswith("../"):
                 continue
-            if pattern.fullmatch(relative):
-                result = not negated
+            decided = spec.check_file(relative + ("/" if is_dir else "")).include
+            if decided is not None:
+                result = decided
         return result
 
 
@@ -130,19 +164,51 @@ def discover(paths: Sequence[str], excluded: Callable[[str], bool], force_exclud
 
 
 def _ancestors_gitignore(path: str) -> _GitIgnore:
+    """The ignore files that apply above `path`: those of its repository, from the root down."""
     folders = []
     current = os.path.abspath(path)
     while True:
-        parent = os.path.dirname(current)
-        if os.path.isdir(os.path.join(current, ".git")) or parent == current:
-            folders.append(current)
-            break
         folders.append(current)
+        parent = os.path.dirname(current)
+        if os.path.exists(os.path.join(current, ".git")) or parent == current:
+            break
         current = parent
+    root = folders[-1]
     ignore = _GitIgnore()
+    if os.path.exists(os.path.join(root, ".git")):
+        for excludes in (_global_excludes_file(), _info_exclude(root)):
+            if excludes:
+                ignore = ignore.extended(root, excludes)
     for folder in reversed(folders[1:]):
         ignore = ignore.extended(folder)
     return ignore
+
+
+def _info_exclude(root: str) -> Optional[str]:
+    """.git/info/exclude; in a linked worktree (.git is a file) that of the main repository."""
+    git = os.path.join(root, ".git")
+    if os.path.isfile(git):
+        try:
+            with open(git, encoding="utf-8") as handle:
+                gitdir = os.path.join(root, handle.read().strip().partition("gitdir:")[2].strip())
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as handle:
+                git = os.path.join(gitdir, handle.read().strip())
+        except OSError:
+            return None
+    return os.path.join(git, "info", "exclude")
+
+
+@lru_cache(maxsize=None)
+def _global_excludes_file() -> Optional[str]:
+    """git's core.excludesFile, by default $XDG_CONFIG_HOME/git/ignore (~/.config/git/ignore)."""
+    try:
+        done = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], capture_output=True, text=True, timeout=10)
+        if done.stdout.strip():
+            return done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config_home, "git", "ignore")
 
 
 def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool]) -> Iterator[str]:
@@ -155,8 +221,8 @@ def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool]) -> I
         absolute = os.path.abspath(entry.path)
         try:
             is_dir = entry.is_dir()
-        except OSError:
-            continue
+        except OSError:  # a symbolic link loop: reading it reports the loop
+            is_dir = False
         if is_dir:
             if entry.is_symlink() or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or excluded(entry.path):
                 continue

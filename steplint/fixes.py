@@ -7,6 +7,8 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from steplint.source import python_parse_error
+
 SAFE = "safe"
 UNSAFE = "unsafe"
 
@@ -77,8 +79,9 @@ def select_non_overlapping(fixes: Sequence[Fix]) -> List[Fix]:
 
 
 def reparses(text: str) -> bool:
+    """Whether both LibCST and Python itself parse the text."""
     try:
         cst.parse_module(text)
-    except (cst.ParserSyntaxError, RecursionError, ValueError):
+    except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError, ValueError):
         return False
-    return True
+    return python_parse_error(text) is None

@@ -1,32 +1,48 @@
-"""Glob patterns as .gitignore and ruff's exclude read them: `*`, `?`, `**`; no `/` matches any part."""
+"""Glob patterns: `exclude`, `extend-exclude` and `per-file-ignores` use gitignore's syntax, matched
+by pathspec's GitIgnoreSpec (`*`, `?`, `**`, `[Ss]`, `[!a]`, `\\#` escapes; a trailing `/` names
+folders only; a `/` elsewhere anchors the pattern to the configuration file's folder, without one
+it matches at any depth), plus `{a,b}` alternatives, which gitignore lacks and ruff's globs have."""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+from typing import List, Tuple
+
+from pathspec import GitIgnoreSpec
 
 
 @lru_cache(maxsize=None)
-def compile_glob(pattern: str) -> "re.Pattern[str]":
-    anchored = "/" in pattern.rstrip("/")
-    pattern = pattern.strip("/") if anchored else pattern.rstrip("/")
-    out, i = "", 0
+def compile_globs(patterns: Tuple[str, ...]) -> GitIgnoreSpec:
+    return GitIgnoreSpec.from_lines([alternative for pattern in patterns for alternative in expand_braces(pattern)])
+
+
+def matches(patterns: Tuple[str, ...], relative_path: str, is_dir: bool = False) -> bool:
+    """Whether a `/`-separated path relative to the patterns' folder (or a folder it is in) matches."""
+    return compile_globs(patterns).match_file(relative_path + ("/" if is_dir else ""))
+
+
+def expand_braces(pattern: str) -> List[str]:
+    """`src/{a,b}/*.py` -> `src/a/*.py`, `src/b/*.py`; nested braces too. A brace without a comma or
+    without its closing brace, and an escaped `\\{`, stay literal."""
+    depth, opened, commas = 0, -1, []
+    i = 0
     while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-        elif pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif pattern[i] == "*":
-            out, i = out + "[^/]*", i + 1
-        elif pattern[i] == "?":
-            out, i = out + "[^/]", i + 1
-        else:
-            out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(out if anchored else f"(?:.*/)?{out}")
-
-
-def matches(pattern: str, relative_path: str) -> bool:
-    """Whether a path (relative, `/`-separated) or one of its parent folders matches."""
-    regex = compile_glob(pattern)
-    parts = relative_path.split("/")
-    return any(regex.fullmatch("/".join(parts[:n])) for n in range(len(parts), 0, -1))
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "{":
+            if depth == 0:
+                opened, commas = i, []
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+            if depth == 0 and commas:
+                head, tail = pattern[:opened], pattern[i + 1 :]
+                bounds = [opened] + commas + [i]
+                choices = [pattern[a + 1 : b] for a, b in zip(bounds, bounds[1:])]
+                return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
+        elif char == "," and depth == 1:
+            commas.append(i)
+        i += 1
+    return [pattern]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import warnings
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 # LibCST (like the tokenizer) breaks lines only on these; str.splitlines() knows more separators.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -51,3 +53,16 @@ class Source:
     def indentation(self, row: int) -> str:
         line = self.line(row)
         return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def python_parse_error(text: str, path: str = "<unknown>") -> Optional[Exception]:
+    """Why Python's own parser rejects the text (SyntaxError, or ValueError for null bytes before
+    Python 3.12, RecursionError or MemoryError when too deep), or None when it parses.
+    Its SyntaxWarnings (`"\\d"` escapes) are not ours to print."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return error
+    return None

@@ -16,7 +16,7 @@ _NOQA = re.compile(r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-
 _FILE_NOQA = re.compile(r"^#\s*steplint\s*:\s*noqa\s*$", re.I)
 _INTENT = re.compile(r"#\s*steplint:\s*schedule\s*=\s*(?P<basis>[a-z-]+)")
 BASES = ("committed-updates", "tokens", "batches", "epochs")
-PREFIX = "SL"
+_OWN_CODE = re.compile(r"SL\d{3}")  # steplint's code shape; ruff's SLOT000 is not one
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def unused_codes(found: Comments, used: Iterable[Tuple[int, str]], enabled: Iter
         if directive.codes is None:
             continue
         unused = tuple(
-            c for c in directive.codes if c.startswith(PREFIX) and (c not in known or (c in enabled and (row, c) not in used))
+            c for c in directive.codes if _OWN_CODE.fullmatch(c) and (c not in known or (c in enabled and (row, c) not in used))
         )
         if unused:
             result.append((directive, unused))

@@ -1,0 +1,81 @@
+"""README.md says what is true: the showcase snippet, pasted verbatim, gives the diagnostics its
+comments announce and `--fix --unsafe-fixes` gives the loop shown after it; the pre-commit
+configuration, as written, runs with the real pre-commit."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+README = (ROOT / "README.md").read_text()
+BUGGY = (FIXTURES / "SL101" / "plain_amp_script.py").read_text().replace("  # expect: SL101", "")
+
+
+def blocks(section: str, language: str):
+    text = README[README.index(section):]
+    text = text[: text.find("\n## ", 1)] if "\n## " in text[1:] else text
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def steplint(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "steplint", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture
+def showcase(tmp_path):
+    before, after = blocks("## What it finds, and the fix", "python")[:2]
+    (tmp_path / "train.py").write_text(before)
+    return tmp_path, before, after
+
+
+def test_showcase_reports_what_its_comments_announce(showcase):
+    folder, before, _ = showcase
+    announced = {(row, code) for row, line in enumerate(before.splitlines(), 1) for code in re.findall(r"# (SL\d{3}):", line)}
+    assert {code for _, code in announced} == {"SL102", "SL103"}
+    done = steplint("check", "--output-format", "json", "train.py", cwd=folder)
+    assert {(d["location"]["row"], d["code"]) for d in json.loads(done.stdout)} == announced
+
+
+def test_showcase_fix_gives_the_loop_shown(showcase):
+    folder, before, after = showcase
+    done = steplint("check", "--fix", "--unsafe-fixes", "train.py", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    fixed = (folder / "train.py").read_text()
+    assert fixed.endswith(after)
+    assert fixed.count("def committed_step(scaler, optimizer):") == 1  # the helper, once, after the imports
+    assert fixed.startswith("import torch\n\n\ndef committed_step(scaler, optimizer):")
+    setup = before[len("import torch\n"): before.index("for i, ")].lstrip("\n")
+    assert fixed[: -len(after)].endswith(setup)
+    assert steplint("check", "train.py", cwd=folder).returncode == 0
+
+
+def test_precommit_configuration_runs_as_written(tmp_path):
+    [config] = blocks("### pre-commit", "yaml")
+    bin_folder = Path(sys.executable).parent
+    if not (bin_folder / "steplint").exists():
+        pytest.skip("steplint is not installed next to this Python (pip install -e .), as the README asks")
+    env = dict(os.environ, PATH=f"{bin_folder}{os.pathsep}{os.environ['PATH']}", PRE_COMMIT_HOME=str(tmp_path / "cache"))
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / ".pre-commit-config.yaml").write_text(config)
+    (repo / "train.py").write_text(BUGGY)
+    (repo / "notes.txt").write_text("not python\n")
+    for command in (["init", "-q"], ["add", "."]):
+        subprocess.run(["git", *command], cwd=repo, check=True)
+
+    def pre_commit():
+        return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=repo, capture_output=True, text=True, env=env)
+
+    failed = pre_commit()
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "train.py:19:9: SL101" in failed.stdout
+    subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "train.py"], cwd=repo, check=True, capture_output=True)
+    passed = pre_commit()
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "steplint" in passed.stdout and "Passed" in passed.stdout

@@ -1,0 +1,77 @@
+"""Every syntax error is SL001, at Python's own position, whether or not the prefilter skips the file."""
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+
+from steplint.config import Settings
+from steplint.engine import lint_source
+
+BROKEN = {
+    "unclosed_paren": "x = 1\ny = (2,\n",
+    "bad_def": "x = 1\n\n\ndef f(:\n    pass\n",
+    "missing_indent": "if x:\npass\n",
+    "tabs_and_spaces": "if x:\n\tif y:\n        pass\n",
+    "stray_dedent": "if x:\n        a\n    b\n",
+    "bad_escape_name": "x = '\\N{NO SUCH NAME}'\n",
+    "keyword_target": "class = 1\n",
+    "non_ascii_before_error": "s = 'üü'; def f(: pass\n",
+    "generator_argument": "f(a for a in b, c)\n",
+}
+
+
+def python_position(text):
+    try:
+        ast.parse(text)
+    except SyntaxError as error:
+        return error.lineno, error.offset
+    raise AssertionError("expected a syntax error")
+
+
+@pytest.mark.parametrize("training_words", [False, True], ids=["prefilter-skips", "prefilter-passes"])
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_reported_at_pythons_position(name, training_words):
+    text = ("scaler.step(optimizer)  # a word the prefilter looks for\n" if training_words else "") + BROKEN[name]
+    [diagnostic] = lint_source("broken.py", text, Settings())
+    assert diagnostic.code == "SL001"
+    assert (diagnostic.row, diagnostic.column) == python_position(text)
+
+
+def test_def_on_line_4_is_4_7_as_python_says(tmp_path):
+    (tmp_path / "plain.py").write_text(BROKEN["bad_def"])
+    done = subprocess.run([sys.executable, "-m", "steplint", "check", "--output-format", "concise", str(tmp_path / "plain.py")],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    assert f"{tmp_path / 'plain.py'}:4:7: SL001 Cannot parse: invalid syntax" in done.stdout
+    assert "All checks passed" not in done.stdout
+
+
+def test_syntax_python_accepts_but_libcst_rejects_is_sl001_with_libcsts_message():
+    # LibCST 1.0.1 rejects a parenthesised annotated target, which Python accepts.
+    text = "scaler.step(optimizer)\n(x): int = 1\n"
+    ast.parse(text)
+    [diagnostic] = lint_source("new_syntax.py", text, Settings())
+    assert diagnostic.code == "SL001" and diagnostic.row == 2
+    assert "steplint's parser, LibCST, does not support this syntax yet" in diagnostic.message
+
+
+def test_valid_file_without_training_words_has_nothing_to_report():
+    assert lint_source("ok.py", "x = '\\d'\nprint(x)\n", Settings()) == []
+
+
+def test_python_warnings_are_not_printed(tmp_path):
+    (tmp_path / "escapes.py").write_text("pattern = '\\d+'\n")
+    done = subprocess.run([sys.executable, "-m", "steplint", "check", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0 and "SyntaxWarning" not in done.stderr
+
+
+def test_unparsable_files_in_json_carry_the_position(tmp_path):
+    (tmp_path / "a.py").write_text(BROKEN["unclosed_paren"])
+    done = subprocess.run([sys.executable, "-m", "steplint", "check", "--output-format", "json", str(tmp_path)],
+                          capture_output=True, text=True)
+    [item] = json.loads(done.stdout)
+    assert (item["code"], item["location"]) == ("SL001", {"row": 2, "column": 5})
+    assert "'(' was never closed" in item["message"]
