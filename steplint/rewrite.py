@@ -147,6 +147,8 @@ def gate_fix(
     statement = lone_statement(model, target.site)
     if condition is None or statement is None or update.strategy == LOSS_SCALER:
         return None
+    if {id(update.node), id(target.node)} & model.in_group_loop:
+        return None  # several optimizers or schedulers: one commit flag cannot gate them all
     block, _ = target.site.trail[-1]
     index = block.index(statement)
     run = list(block.statements[index : index + 1 + through])
@@ -333,3 +335,12 @@ def insert_after(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
         return None
     indent = model.source.indentation(model.rows(statement)[0])
     return Edit(offset, offset, f"{indent}{line}{model.source.newline}")
+
+
+def move_before(model: ModuleModel, statements: List[cst.SimpleStatementLine], anchor: cst.SimpleStatementLine) -> List[Edit]:
+    """Edits that move consecutive lone statements, in order, to just before `anchor`, at its indentation."""
+    start, _ = _line_block(model, statements[0])
+    _, end = _line_block(model, statements[-1])
+    offset, _ = _line_block(model, anchor)
+    indent = model.source.indentation(model.rows(anchor)[0])
+    return [Edit(start, end, ""), Edit(offset, offset, "".join(_reindented(model, s, indent) for s in statements))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
@@ -41,6 +41,8 @@ from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, names_in, walk_expressions
+from steplint.model.groups import resite_group_events
+from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -70,6 +72,8 @@ class ModuleModel:
     _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
     _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
     _scale_vars: Set[str] = field(default_factory=set)
+    _shared_windows: Set[int] = field(default_factory=set)  # ids of window tests that are one window (accelerate's)
+    in_group_loop: Set[int] = field(default_factory=set)  # ids of event nodes inside `for opt in optimizers:`
     _conditions: Dict[int, tuple] = field(default_factory=dict)
     _assigned: Dict[int, Dict[str, List[int]]] = field(default_factory=dict)
     # Facts computed once per module and read many times (DESIGN.md: no fact recomputed per event).
@@ -228,6 +232,7 @@ class ModuleModel:
         return any(
             g is boundary or g.test is boundary.test and g.negated == boundary.negated
             or self.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self._unchanged(boundary, g, update.scope)
+            or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
             for g in other.guards
         )
 
@@ -507,6 +512,12 @@ class ModuleModel:
                         found.add(self.roles.key(target.target.value, site.scope) or "")
         return found
 
+    @staticmethod
+    def stores_data_position(call: cst.Call) -> bool:
+        """A saver handed the batch size with the index (`save_checkpoint(..., step=i + 1,
+        batch_size=bs)`) stores where the data stands, in batches: the right unit for that."""
+        return any(_DATA_SIZE.search(a.keyword.value if a.keyword else dotted(a.value) or "") for a in call.args)
+
     @cached_property
     def _data_positions(self) -> Set[str]:
         """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
@@ -593,7 +604,7 @@ class ModuleModel:
         for node, site in self.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 kinds = self._kinds_of(node.value, site.scope)
-                if kinds & {COMMIT_GATE, GUESSED_GATE}:
+                if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
                     self._flags[self.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
         for event in self.of_kind(SKIPPABLE_STEP):
             if event.gate_var:
@@ -620,6 +631,21 @@ class ModuleModel:
                 for guard in site.guards:
                     if (id(site.scope), self.condition(guard.test)[0]) in windows:
                         self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
+
+    def _accelerate(self, found: AccelerateWindows) -> None:
+        """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
+        window with `if accelerator.sync_gradients:`. Without accumulation `sync_gradients` is always true."""
+        for event in self.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self._kinds[id(guard.test)] = frozenset({WINDOW_BOUNDARY})
+                self._shared_windows.add(id(guard.test))
+        for test, accumulating in found.sync_tests.items():
+            if accumulating:
+                self._shared_windows.add(test)
+            else:
+                self._kinds[test] = self._kinds.get(test, frozenset()) - {WINDOW_BOUNDARY}
 
     def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
         return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
@@ -735,4 +761,6 @@ def build_model(source: Source, module: cst.Module, settings, project=None, posi
             if event.strategy == "deepspeed":
                 event.kind = OPTIMIZER_STEP
     model._classify_guards()
+    model._accelerate(accelerate_windows(model))
+    model.in_group_loop = resite_group_events(model)
     return model

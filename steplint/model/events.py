@@ -8,9 +8,9 @@ from typing import List, Optional
 
 import libcst as cst
 
-from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
+from steplint.model.roles import ACCELERATOR, EMA, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
-from steplint.model.syntax import dotted, last_name, positional, walk_expressions
+from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
 
 SKIPPABLE_STEP = "skippable-step"  # an attempted update the framework may skip
 OPTIMIZER_STEP = "optimizer-step"  # a plain optimizer.step(): always commits
@@ -32,6 +32,7 @@ STATE_LOAD = "state-load"  # optimizer/scheduler/scaler.load_state_dict(...)
 LOG = "log"  # print(...), logger.info(...), writer.add_scalar(...), wandb.log(...)
 COLLECTIVE = "collective"  # dist.all_reduce(x), accelerator.gather(x) / reduce(x)
 HELPER_STATE = "helper-state"  # a call of a project function that steps the scheduler or scaler it is given
+EMA_UPDATE = "ema-update"  # ema.update(model), averaged.update_parameters(model), ema_model.step(params)
 
 _LOG_CALLS = {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "log_dict", "log_metrics", "set_postfix"}
 _COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "gather", "gather_for_metrics", "all_gather_into_tensor"}
@@ -151,10 +152,14 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         obj, method = func.value, func.attr.value
         role = roles.of(obj, scope)
         kind = role.kind if role else None
+        if kind == EMA and method in ("update", "update_parameters", "step"):
+            return Event(EMA_UPDATE, call, site, obj, role)
         if method == "step":
             if kind == SCALER and args:
                 skips = role.enabled is not False
                 return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=args[0], strategy=SCALER)
+            if kind == OPTIMIZER and role.skips:  # apex dynamic loss scaling, or declared in configuration
+                return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
                 # A prepared optimizer skips its step on fp16 overflow. Without mixed_precision in the
                 # code it comes from `accelerate config`, which we cannot see: stay silent.
@@ -190,8 +195,9 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if roles.is_(func, scope, LOSS_SCALER) and len(args) >= 2:
             return Event(SKIPPABLE_STEP, call, site, func, roles.of(func, scope), optimizer=args[1], strategy=LOSS_SCALER)
         qualified = roles.qualified(func, scope)
-        if qualified in CLIP_FUNCTIONS and args:
-            return Event(CLIP, call, site, args[0])
+        parameters = args[0] if args else keyword(call, "parameters")
+        if qualified in CLIP_FUNCTIONS and parameters is not None:
+            return Event(CLIP, call, site, parameters)
         if _SAVE_CALL.search(name) or qualified == "torch.save":
             return Event(CHECKPOINT_SAVE, call, site, func)
         if _EVAL_CALL.search(name):

@@ -23,6 +23,9 @@ LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer,
 SCHEDULER = "scheduler"
 ACCELERATOR = "accelerator"
 ENGINE = "deepspeed-engine"
+SKIPPABLE_OPTIMIZER = "skippable-optimizer"  # declared in configuration: an optimizer whose step() a framework may skip
+APEX_SCALE_LOSS = "apex.amp.scale_loss"  # `with amp.scale_loss(loss, optimizer)`: apex skips that optimizer's step on overflow
+EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
 
 CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
 PRECISION_FROM_EXPRESSION = "expression"  # mixed_precision=args.mixed_precision: may be fp16
@@ -42,6 +45,11 @@ OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimiz
 OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.")
 SCHEDULER_FACTORY_TUPLES = {"timm.scheduler.create_scheduler", "timm.scheduler.create_scheduler_v2"}  # (scheduler, epochs)
 SCHEDULER_BASE_ANNOTATIONS = {"torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler"}
+EMA_CLASSES = {
+    "torch.optim.swa_utils.AveragedModel", "timm.utils.ModelEma", "timm.utils.ModelEmaV2", "timm.utils.ModelEmaV3",
+    "timm.utils.model_ema.ModelEma", "timm.utils.model_ema.ModelEmaV2", "timm.utils.model_ema.ModelEmaV3",
+    "diffusers.training_utils.EMAModel", "ema_pytorch.EMA", "torch_ema.ExponentialMovingAverage",
+}
 ACCELERATOR_CLASSES = {"accelerate.Accelerator", "accelerate.accelerator.Accelerator"}
 DEEPSPEED_INITIALIZE = "deepspeed.initialize"
 # Constructors from libraries whose `scaler`, `scheduler` and `step` mean something else.
@@ -66,6 +74,7 @@ class Role:
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
+    skips: Optional[str] = None  # who may skip this optimizer's step(): "apex" (amp.scale_loss), "declared" (configuration)
     constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
     positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
@@ -135,6 +144,7 @@ class RoleTable:
             role = replace(  # weaker evidence of the same role adds what it knows, never takes away
                 old,
                 prepared=old.prepared or role.prepared,
+                skips=old.skips or role.skips,
                 engine_owned=old.engine_owned or role.engine_owned,
                 accelerator=old.accelerator or role.accelerator,
                 mixed_precision=role.mixed_precision if old.mixed_precision is ... else old.mixed_precision,
@@ -178,7 +188,8 @@ class RoleTable:
                     continue
                 for kind, names in self.declared.items():
                     if text in names or text.split(".")[-1] in names:
-                        self._set(self.key(sub, site.scope), Role(kind, ANNOTATION))
+                        declared = Role(OPTIMIZER, ANNOTATION, skips="declared") if kind == SKIPPABLE_OPTIMIZER else Role(kind, ANNOTATION)
+                        self._set(self.key(sub, site.scope), declared)
 
     def _annotation_role(self, annotation: Optional[cst.Annotation], scope: Scope) -> Optional[Role]:
         if annotation is None:
@@ -214,8 +225,10 @@ class RoleTable:
             return Role(SCALER, CONSTRUCTOR, enabled=literal(keyword(call, "enabled")))
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
+        if qualified in EMA_CLASSES:
+            return Role(EMA, CONSTRUCTOR)
         if qualified in OPTIMIZER_FACTORIES or (
-            qualified.startswith(OPTIMIZER_MODULES) and tail[:1].isupper() and ".lr_scheduler" not in qualified
+            qualified.startswith(OPTIMIZER_MODULES) and tail[:1].isupper() and ".lr_scheduler" not in qualified and ".swa_utils" not in qualified
             and tail not in ("Optimizer", "swa_utils")
         ):
             return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
@@ -336,6 +349,8 @@ class RoleTable:
         func = call.func
         changed = False
         args = positional(call)
+        if len(args) >= 2 and self.qualified(func, scope) == APEX_SCALE_LOSS:
+            changed |= self._set(self.key(args[1], scope), Role(OPTIMIZER, USE, skips="apex"))
         if isinstance(func, cst.Attribute):
             obj, method = func.value, func.attr.value
             name = dotted(obj) or ""
