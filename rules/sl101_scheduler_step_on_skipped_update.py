@@ -77,6 +77,7 @@ def check(model):
         if update is None or not model.per_update_scheduler(step) or model.gated(step.site, update):
             continue
         name = model.text(step.subject)
-        message = f"`{name}` advances even when `{model.text(update.node)}` skipped the update; gate it on the committed update{no_signal_note(update)}"
+        inside = f" (it steps in `{update.via.via}`, {update.via.where})" if update.via is not None else ""
+        message = f"`{name}` advances even when `{model.text(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"
         fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
         yield Finding(step.node, message, fix)

@@ -48,7 +48,7 @@ from steplint.rule import Finding, rule
 def check(model):
     updates = model.by_object(SCALER_UPDATE)
     for step in model.of_kind(SKIPPABLE_STEP):
-        if step.strategy != SCALER or step.role is None:
+        if step.strategy != SCALER or step.role is None or model.update_left_to_callers(step):
             continue
         of_this_scaler = updates.get(model.object_key(step), [])
         if any(model.covers(u.site, step.site) for u in of_this_scaler):

@@ -54,8 +54,9 @@ def needs_analysis(text: str) -> bool:
     )
 
 
-def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
-    """Diagnostics for one file's text, sorted by position, without the suppressed ones."""
+def lint_source(path: str, text: str, settings: Settings, project=None) -> List[Diagnostic]:
+    """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
+    (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
     rules = settings.enabled_rules(path)
     python_error = _python_syntax_error(path, text)
     if python_error is not None:
@@ -78,7 +79,7 @@ def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
     except RecursionError:
         return [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
     try:
-        return _analyse(source, module, rules, settings)
+        return _analyse(source, module, rules, settings, project)
     except Exception as error:
         if not _from_recursion(error):
             raise
@@ -97,10 +98,10 @@ def _from_recursion(error: BaseException) -> bool:
     return False
 
 
-def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings) -> List[Diagnostic]:
+def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
     from steplint.model import build_model
 
-    model = build_model(source, module, settings)
+    model = build_model(source, module, settings, project)
     # Tokenizing for comments costs a fifth of the parse: only for files with a directive or a finding.
     found_comments = comments(source) if _DIRECTIVE.search(source.text) else None
     if found_comments is not None and found_comments.file_exempt:
@@ -183,14 +184,16 @@ class FixResult:
     remaining: List[Diagnostic] = field(default_factory=list)  # diagnostics of the fixed text
 
 
-def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = False, max_rounds: int = MAX_FIX_ROUNDS) -> FixResult:
+def fix_source(
+    path: str, text: str, settings: Settings, unsafe_fixes: bool = False, project=None, max_rounds: int = MAX_FIX_ROUNDS
+) -> FixResult:
     """Apply fixes until nothing changes (bounded), as ruff does: non-overlapping fixes per round,
     then lint again. A round whose result does not parse is retried fix by fix; a fix that breaks
     the module is dropped and its diagnostic stays. (`max_rounds=1`: one round, whose `fixed`
     diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)"""
     fixed: List[Diagnostic] = []
     for _ in range(max_rounds):
-        diagnostics = lint_source(path, text, settings)
+        diagnostics = lint_source(path, text, settings, project)
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
@@ -204,7 +207,7 @@ def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = Fa
         if candidate == text:
             return FixResult(text, fixed, diagnostics)
         text = candidate
-    return FixResult(text, fixed, lint_source(path, text, settings))
+    return FixResult(text, fixed, lint_source(path, text, settings, project))
 
 
 def _first_that_parses(text: str, fixes):

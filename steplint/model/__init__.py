@@ -35,6 +35,7 @@ from steplint.model.events import (
     collect_events,
 )
 from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
 from steplint.model.roles import RoleTable
@@ -363,6 +364,23 @@ class ModuleModel:
     def restored_from_checkpoint(self) -> set:
         """Keys of names the module assigns from a checkpoint read."""
         return self.remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
+
+    def state_loaded(self, key: str) -> bool:
+        """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
+        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
+        loaded = self._remember(("state_loaded",), lambda: state_loaded_keys(self))
+        return key in loaded or any(k.startswith(key + ".") for k in loaded)
+
+    def update_left_to_callers(self, step: Event) -> bool:
+        """A helper steps a scaler it is given, and updating it is its callers' business: a caller in
+        the project updates it after the call, or no caller is in the project to tell."""
+        project, scope = self.roles.project, step.site.scope
+        if project is None or not isinstance(step.subject, cst.Name) or scope.parent is not None:
+            return False
+        name = step.subject.value
+        if name not in {p.name.value for p in scope.params} or scope.owner_of(name) is not scope:
+            return False
+        return name in project.caller_updates.get(scope.name, ()) or scope.name not in project.called
 
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""
@@ -736,15 +754,21 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     return found
 
 
-def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
+def build_model(source: Source, module: cst.Module, settings, project=None) -> ModuleModel:
+    """The model of a module; `project` (a steplint.project ModuleContext) adds what the rest of the
+    project tells about its calls and parameters."""
     forget_children()
     imports = ImportMap(module)
     structure = walk_module(module)
-    positions = Positions(source, module, structure)
-    roles = RoleTable(imports, structure, settings.role_names())
+    positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
+    roles = RoleTable(imports, structure, settings.role_names(), project)
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.events = collect_events(structure, roles, frozenset(helpers))
+    if project is not None:
+        from steplint.project.events import call_events  # the project package builds on the model
+
+        model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
     if not _FP16_MENTIONED.search(source.text):
         # A DeepSpeed engine skips only with fp16 on, set in a JSON config we cannot see; with no
         # sign of fp16 in the module, its step is taken as a plain one (silence over a guess).

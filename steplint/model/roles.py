@@ -93,10 +93,11 @@ def optimizer_named(name: str) -> bool:
 class RoleTable:
     """Roles keyed by a reference in its scope: a local, a global, or `self.attr` of a class."""
 
-    def __init__(self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None) -> None:
+    def __init__(self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None) -> None:
         self.imports = imports
         self.structure = structure
         self.declared = declared or {}  # names the configuration says hold a role
+        self.project = project  # steplint.project.context.ModuleContext: roles from the rest of the project
         self.roles: Dict[str, Role] = {}
         self.foreign: set = set()
         self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
@@ -163,6 +164,9 @@ class RoleTable:
                     self.maybe_none.add(self.key(param.name, scope))
         if self.declared:
             self._declared_roles()
+        for function, parameters in (self.project.parameter_roles if self.project else {}).items():
+            for name, kind in parameters.items():  # what the callers elsewhere in the project pass
+                self._set(f"{function}:{name}", Role(kind, USE))
         for _ in range(4):  # flow through assignments and calls converges in a few rounds
             changed = False
             for node, site in self.structure.statements:
@@ -170,6 +174,8 @@ class RoleTable:
             for call, site in self.structure.calls:
                 changed |= self._use(call, site.scope)
                 changed |= self._call_flow(call, site.scope)
+                for argument, kind in self.project.argument_roles(call, site.scope) if self.project else ():
+                    changed |= self._set(self.key(argument, site.scope), Role(kind, USE))
             if not changed:
                 break
 
@@ -253,7 +259,8 @@ class RoleTable:
         if isinstance(value, (cst.Name, cst.Attribute)):
             return self.of(value, scope)
         if isinstance(value, cst.Call):
-            return self.constructed(value, scope)
+            returned = self.project.returned_role(value, scope) if self.project else None
+            return self.constructed(value, scope) or (Role(returned, USE) if returned else None)
         if isinstance(value, cst.IfExp):  # `GradScaler() if amp else None`: the object, when there is one
             roles = [self.value_role(v, scope) for v in (value.body, value.orelse) if not _is_none(v)]
             kinds = {r.kind for r in roles if r is not None}
