@@ -368,7 +368,7 @@ class ModuleModel:
     def state_loaded(self, key: str) -> bool:
         """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
         object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
-        loaded = self._remember(("state_loaded",), lambda: state_loaded_keys(self))
+        loaded = self.remember(("state_loaded",), lambda: state_loaded_keys(self))
         return key in loaded or any(k.startswith(key + ".") for k in loaded)
 
     def update_left_to_callers(self, step: Event) -> bool:
