@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from steplint.files import discover
-from steplint.project.build import CACHE_FOLDER, index_for_run, project_root
+from steplint.project.build import CACHE_DIR_NAME, index_for_run, project_root
 
 
 def check(*paths) -> float:
@@ -28,7 +28,7 @@ def check(*paths) -> float:
 
 
 def forget(root: str) -> None:
-    shutil.rmtree(os.path.join(root, CACHE_FOLDER), ignore_errors=True)
+    shutil.rmtree(os.path.join(root, CACHE_DIR_NAME, "project"), ignore_errors=True)
 
 
 def index_build(files) -> float:

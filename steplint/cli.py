@@ -22,7 +22,6 @@ from steplint.diagnostic import Diagnostic
 from steplint.engine import INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source, needs_analysis
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.fixes import apply_edits, normalized, reparses
-from steplint.project.build import index_for_run
 from steplint.report import FORMATS, MACHINE_FORMATS
 from steplint.rule import all_rules
 from steplint.source import Source
@@ -171,6 +170,23 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
     return report, written
 
 
+def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None):
+    """The run's project index, when some file can need it (none passes the prefilter: no index).
+    Its summaries share the run's cache folder, and `--no-cache`."""
+    if not any(needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p)) for p in files):
+        return None
+    from steplint.project.build import index_for_run  # (LibCST only where summaries are computed)
+
+    return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])))
+
+
+def _text_or_empty(path: str) -> str:
+    try:
+        return read_text(path).text
+    except FileError:
+        return ""
+
+
 def _file_error(path: str, message: str) -> Diagnostic:
     rule = all_rules()[SYNTAX_ERROR]
     return Diagnostic(SYNTAX_ERROR, rule.name, message[:1].upper() + message[1:], path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
@@ -301,7 +317,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
             return
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
-        project = index_for_run(files, excluded) if not missing else None
+        project = _project_index(files, excluded, resolver, mode) if not missing else None
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         click.echo(f"steplint: error: {error}", err=True)
@@ -394,7 +410,7 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     if notebook.is_notebook(path):
         report, written = check_notebook(path, text, settings, mode)
     else:
-        project = index_for_run([path], lambda p: resolver.settings_for(p).excluded(p), {path: text}) if name else None
+        project = _project_index([path], lambda p: resolver.settings_for(p).excluded(p), resolver, mode, {path: text}) if name else None
         report, written = checked_text(path, text, settings, mode, project.context_for(path) if project else None), None
     _file_messages([report], verbose)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})

@@ -11,21 +11,17 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional
 
-import libcst as cst
-
 from steplint import __version__
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.files import SKIPPED_DIRS, FileError, read_text
-from steplint.model import build_model
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
-from steplint.project.summarize import summarize
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
 from steplint.source import Source
 
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
-CACHE_FOLDER = os.path.join(".steplint_cache", "project")
+CACHE_DIR_NAME = ".steplint_cache"
 # A module without any of these words has no step effect to summarise (and no call that passes one on).
 _SUMMARY_PREFILTER = re.compile(r"\.step\(|(?i:scaler)|save|load_state_dict|clip_grad|\.backward\(|all_reduce|all_gather|reduce_|\+= *1\b|optim\.|lr_scheduler")
 _PARALLEL_FROM = 16  # modules to summarise; below this a process pool costs more than it saves
@@ -84,9 +80,12 @@ def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
     return root, found, False
 
 
-def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None) -> Optional[BuiltIndex]:
+def index_for_run(
+    files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None
+) -> Optional[BuiltIndex]:
     """The index of a run: its files, and when it checks one file (or stdin), the other Python
-    files of that file's project too (at most MAX_PROJECT_FILES of them)."""
+    files of that file's project too (at most MAX_PROJECT_FILES of them). Summaries are cached in
+    `cache_dir` (default: .steplint_cache under the project root) unless `cache` is false."""
     if not files:
         return None
     notes = []
@@ -101,7 +100,7 @@ def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Opti
         if any(_relative(p, root) is None for p in files):
             root = common
         paths = files
-    built = build_index(paths, root, texts)
+    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir)
     built.notes = notes
     return built
 
@@ -113,14 +112,16 @@ def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
         return True  # a folder with a broken configuration of its own: not read for summaries
 
 
-def build_index(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True) -> BuiltIndex:
+def build_index(
+    paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None
+) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
     from disk (a buffer piped in)."""
     from steplint.config import Settings
 
     settings = settings or Settings()
     texts = dict(texts or {})
-    store = _Store(root) if cache else None
+    store = _Store(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
     jobs: Dict[str, tuple] = {}  # relative path -> (text, roles its callers give)
     for path in paths:
         relative = _relative(path, root)
@@ -187,6 +188,11 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     """The summary of one module's text (with the roles its callers give its parameters), or None
     when it does not parse or nests too deeply to analyse."""
     try:
+        import libcst as cst
+
+        from steplint.model import build_model
+        from steplint.project.summarize import summarize
+
         module = cst.parse_module(text)
         return summarize(build_model(Source(relative, text), module, settings, roles), relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
@@ -201,8 +207,8 @@ def _relative(path: str, root: str) -> Optional[str]:
 class _Store:
     """Summaries by content hash, in one JSON file under the project's .steplint_cache/."""
 
-    def __init__(self, root: str) -> None:
-        self.path = os.path.join(root, CACHE_FOLDER, "summaries.json")
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, "project", "summaries.json")
         self.data: Dict[str, dict] = {}
         self.used: set = set()  # what this run read or wrote: the rest is stale and dropped on flush
         self.dirty = False

@@ -9,11 +9,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-import libcst as cst
+from typing import TYPE_CHECKING
 
-from steplint.model.structure import Scope
-from steplint.model.syntax import dotted
 from steplint.project.summary import Effect
+
+if TYPE_CHECKING:  # (the index is built, and read from the cache, without the parser)
+    import libcst as cst
+
+    from steplint.model.structure import Scope
 
 
 @dataclass
@@ -55,6 +58,8 @@ class ModuleContext:
             index = len(callee.params) + int(place[len("star:"):])
             return positional[index] if index < len(positional) and not any(a.star for a in call.args[:index + 1]) else None
         if place.startswith("self.") and callee.self_prefix is not None and scope.self_name:
+            import libcst as cst
+
             return cst.parse_expression(f"{scope.self_name}.{callee.self_prefix}{place[len('self.'):]}")
         return None
 
@@ -65,7 +70,7 @@ class ModuleContext:
         for effect in callee.effects if callee is not None else ():
             for where, role in ((effect.place, effect.role), (effect.other, "optimizer" if effect.other else None)):
                 expression = self.argument(callee, where, call, scope) if role and where else None
-                if isinstance(expression, (cst.Name, cst.Attribute)):
+                if type(expression).__name__ in ("Name", "Attribute"):
                     found.append((expression, role))
         return found
 
@@ -83,6 +88,8 @@ def top_scope(scope: Scope) -> Scope:
 
 def callee_text(call: cst.Call, scope: Scope) -> Optional[str]:
     """The callee as the summaries write it: dotted, with the method's own name for `self` spelled `self`."""
+    from steplint.model.syntax import dotted
+
     text = dotted(call.func)
     if text is None:
         return None
