@@ -33,16 +33,16 @@ def test_mutants_are_repeatable_and_differ_from_their_fixture():
     assert any(fuzz.program(13, i)[1] not in originals for i in range(5))
 
 
-def test_a_string_of_many_parts_is_reported_not_raised():
+def test_a_string_of_many_parts_is_analysed_not_raised():
     """Found by the fuzz run over the standard library (pydoc_data/topics.py): LibCST's metadata
-    recursed once per part of an implicitly concatenated string and raised RecursionError."""
+    recursed once per part of an implicitly concatenated string and raised RecursionError (then
+    reported as SL001; since main's engine, analysed like any file)."""
     from steplint.config import Settings
     from steplint.engine import fix_source, lint_source
 
     text = "import torch\nscaler = torch.amp.GradScaler()\nTOPICS = {'save': 'line'\n" + "".join(f"    ' part {i}'\n" for i in range(1500)) + "}\n"
     compile(text, "topics.py", "exec")
-    [found] = lint_source("topics.py", text, Settings())
-    assert (found.code, found.row) == ("SL001", 1) and "too deeply nested" in found.message
+    assert lint_source("topics.py", text, Settings()) == []  # valid Python, no training loop: nothing to say
     assert fix_source("topics.py", text, Settings(), unsafe_fixes=True).text == text
 
 
