@@ -26,5 +26,4 @@ RULE = Rule(
     summary="File cannot be read, decoded or parsed",
     fix=None,
     doc=__doc__.strip(),
-    check=None,
 )

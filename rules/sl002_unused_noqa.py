@@ -31,5 +31,4 @@ RULE = Rule(
     summary="`# noqa` names a steplint code that suppresses nothing",
     fix=SAFE,
     doc=__doc__.strip(),
-    check=None,
 )

@@ -33,6 +33,13 @@ if committed:
 exact for fused optimizers too. With accelerate the gate is
 `if not accelerator.optimizer_step_was_skipped:`; with DeepSpeed, `engine.was_step_applied()`.
 
+The same holds when the code skips the update itself (`if not torch.isfinite(grad_norm):
+optimizer.zero_grad()`, `else: optimizer.step()`) and steps the scheduler outside that branch.
+
+An `optimizer.step()` is skippable when apex scales its loss (`with amp.scale_loss(loss, optimizer)`) or
+when `[tool.steplint.roles] skippable-optimizer = [...]` names it (for frameworks steplint does not know);
+neither leaves an exact signal to gate on, so there is no fix and the message says so.
+
 Silent for schedulers that count something else: a scheduler prepared by accelerate (it skips by
 itself), one owned by a DeepSpeed engine, `ReduceLROnPlateau(metric)`, a call told its position
 (`scheduler.step(epoch + i / n)`, `step_update(num_updates)`: SL102 checks the counter), an epoch
@@ -41,6 +48,7 @@ scheduler after the batch loop, and a call marked `# steplint: schedule=tokens` 
 
 ## Fix safety
 Safe: only the scheduler's advance changes, to the committed updates the schedule is written in.
+No fix for updates the code skips itself: moving the scheduler into the update's branch is left to you.
 There is no fix for timm-style `loss_scaler(loss, optimizer)` calls, which step and update the scaler
 in one call and leave nothing exact to read afterwards.
 
@@ -51,6 +59,7 @@ in one call and leave nothing exact to read afterwards.
 
 from steplint.fixes import SAFE
 from steplint.model import SCHEDULER_STEP
+from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
 
@@ -59,9 +68,16 @@ from steplint.rule import Finding, rule
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
         update = model.attempt_for(step)
+        if update is None and model.per_update_scheduler(step):
+            skipped = skipped_by_the_code(model, step)
+            if skipped is not None:
+                name, check = model.text(step.subject), model.text(skipped[1].test)
+                yield Finding(step.node, f"`{name}` advances even when the code skips `{model.text(skipped[0].node)}` (`{check}`); advance it with the update")
+            continue
         if update is None or not model.per_update_scheduler(step) or model.gated(step.site, update):
             continue
         name = model.text(step.subject)
-        message = f"`{name}` advances even when `{model.text(update.node)}` skipped the update; gate it on the committed update"
+        inside = f" (it steps in `{update.via.via}`, {update.via.where})" if update.via is not None else ""
+        message = f"`{name}` advances even when `{model.text(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"
         fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
         yield Finding(step.node, message, fix)

@@ -31,7 +31,8 @@ gate (`if not overflow:`, `if committed:`), loops whose updates are never skippe
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
 (`samples_seen = step * batch_size`), and the accelerate / DeepSpeed recipe: there the prepared
 scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer
-does), so only a schedule computed from the counter is reported.
+does), so only a schedule computed from the counter is reported. Plain PyTorch code that follows
+the same convention says so with `recipe = "hf-trainer"` in the configuration.
 
 ## Fix safety
 Safe when the counter feeds only schedules, LR computations and evaluation cadences. Unsafe when it
@@ -46,6 +47,7 @@ elsewhere in the loop, no fix is offered.
 
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
+from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
 
@@ -54,13 +56,20 @@ from steplint.rule import Finding, rule
 def check(model):
     for increment in model.of_kind(COUNTER_INCREMENT):
         update = model.attempt_for(increment, before_only=False)
+        if update is None and not model.gated(increment.site):
+            skipped = skipped_by_the_code(model, increment)
+            feeds = model.counter_feeds(increment) if skipped is not None else set()
+            if feeds:
+                name, check = model.text(increment.subject), model.text(skipped[1].test)
+                yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
+            continue
         feeds = model.counter_feeds(increment) if update is not None else set()
-        if update is not None and update.strategy in FRAMEWORK_RECIPES:
-            feeds = feeds & {"schedule", "lr"}
+        if update is not None and (update.strategy in FRAMEWORK_RECIPES or model.settings.recipe == "hf-trainer"):
+            feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
         if not feeds or model.gated(increment.site, update):
             continue
         name = model.text(increment.subject)
-        message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed"
+        message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
         fix = None
         through = _readers_after(model, increment)
         if update.order < increment.order and through is not None:

@@ -46,7 +46,7 @@ from steplint.rule import Finding, rule
 @rule("SL201", "clip-before-unscale", "Gradients clipped while still scaled by the GradScaler", fix=SAFE)
 def check(model):
     for clip in model.of_kind(CLIP):
-        scaled = [b for b in model.in_iteration(clip, SCALED_BACKWARD) if b.order < clip.order]
+        scaled = sorted((b for b in model.in_iteration(clip, SCALED_BACKWARD) + _micro_batch_backwards(model, clip) if b.order < clip.order), key=lambda b: b.order)
         steps = [s for s in model.in_iteration(clip, SKIPPABLE_STEP) if s.order > clip.order and s.strategy == SCALER]
         if not scaled or not steps:
             continue
@@ -63,6 +63,17 @@ def check(model):
             edit = insert_before(model, clip.site, line)
             fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
         yield Finding(clip.node, f"Clipping gradients that are still multiplied by the loss scale; call `{line}` first", fix)
+
+
+def _micro_batch_backwards(model, clip):
+    """Scaled backwards in a loop nested in the clip's pass, before it: the micro-batches of nanoGPT's
+    `for micro_step in range(accum):`, whose gradients the clip then sees."""
+    depth = len(clip.site.loops)
+    return [
+        b for b in model.of_kind(SCALED_BACKWARD)
+        if b.site.scope is clip.site.scope and len(b.site.loops) > depth
+        and all(x is y for x, y in zip(b.site.loops, clip.site.loops)) and not model.exclusive(b.site, clip.site)
+    ]
 
 
 def _move_before(model, unscale, clip, text):

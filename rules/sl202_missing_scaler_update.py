@@ -1,11 +1,15 @@
 """## What it does
 Finds a `scaler.step(optimizer)` after which `scaler.update()` does not run on every path before the
-next step: it is missing, or a `continue`, `return` or condition stands between them.
+next step: it is missing, or a `continue`, `return` or condition stands between them. Also finds a
+`scaler.unscale_(optimizer)` followed by a check that skips both the step and the update (a
+non-finite gradient norm, then `continue`).
 
 ## Why is this bad?
 `update()` adjusts the loss scale and clears the per-optimizer inf checks. Without it the scale never
 backs off after an overflow, so every following update is skipped too (the scale stays too large),
-and the next `scaler.step` unscales with stale records. PyTorch's own examples call `update()` once
+and the next `scaler.step` unscales with stale records. After an `unscale_` whose path skips the
+update, the next iteration's `unscale_` raises `unscale_() has already been called on this optimizer
+since the last update()`, and the scale that overflowed is never lowered. PyTorch's own examples call `update()` once
 per iteration, after all `scaler.step` calls.
 
 ## Example
@@ -26,14 +30,15 @@ optimizer.zero_grad()
 ## Fix safety
 Safe, when the module has no `update()` for that scaler at all: `scaler.update()` is inserted right
 after the step. When an `update()` exists but some path skips it (an early `continue`), there is no
-fix: where the update belongs depends on what that path means.
+fix: where the update belongs depends on what that path means. The same holds after `unscale_`.
 
 ## References
 - [Typical mixed precision training](https://pytorch.org/docs/stable/notes/amp_examples.html#typical-mixed-precision-training)
 """
 
 from steplint.fixes import SAFE, Fix
-from steplint.model import SCALER_UPDATE, SKIPPABLE_STEP
+from steplint.model import SCALER_UPDATE, SKIPPABLE_STEP, UNSCALE
+from steplint.model.guards import COMMIT_GATE, WINDOW_BOUNDARY
 from steplint.model.roles import SCALER
 from steplint.rewrite import insert_after
 from steplint.rule import Finding, rule
@@ -41,17 +46,18 @@ from steplint.rule import Finding, rule
 
 @rule("SL202", "missing-scaler-update", "`scaler.update()` does not follow every `scaler.step()`", fix="sometimes")
 def check(model):
-    updates = model.of_kind(SCALER_UPDATE)
+    updates = model.by_object(SCALER_UPDATE)
     for step in model.of_kind(SKIPPABLE_STEP):
-        if step.strategy != SCALER or step.role is None:
+        if step.strategy != SCALER or step.role is None or model.update_left_to_callers(step):
             continue
-        of_this_scaler = [u for u in updates if model.same_object(u, step)]
+        of_this_scaler = updates.get(model.object_key(step), [])
         if any(model.covers(u.site, step.site) for u in of_this_scaler):
             continue
         scaler = model.text(step.subject)
         fix = None
         if not of_this_scaler:
-            edit = insert_after(model, step.site, f"{scaler}.update()")
+            # (after the last step of the pass: not inside `for opt in optimizers:`, once per optimizer)
+            edit = insert_after(model, step.site, f"{scaler}.update()") if id(step.node) not in model.in_group_loop else None
             fix = Fix(f"Insert `{scaler}.update()` after the step", SAFE, (edit,)) if edit else None
             message = f"`{scaler}.update()` is never called: the loss scale never backs off, and updates keep being skipped"
         elif any(model.same_iteration(u.site, step.site) and u.order > step.order for u in of_this_scaler):
@@ -59,3 +65,22 @@ def check(model):
         else:
             continue  # the update is elsewhere (another method): we cannot tell the order
         yield Finding(step.node, message, fix)
+    yield from _unscale_then_skip(model, updates)
+
+
+def _unscale_then_skip(model, updates):
+    """`unscale_` on a path that reaches neither a step nor an update of its scaler: skipped on purpose."""
+    steps = model.of_kind(SKIPPABLE_STEP)
+    for unscale in model.of_kind(UNSCALE):
+        later = [u for u in updates.get(model.object_key(unscale), []) if model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
+        stepped = [s for s in steps if model.same_object(s, unscale) and model.covers(s.site, unscale.site)]
+        if not later or stepped or any(model.covers(u.site, unscale.site) for u in later):
+            continue
+        if any(model.exclusive(a.site, b.site) for a in later for b in later if a is not b):
+            continue  # each branch updates
+        own = {id(g.test) for g in unscale.site.guards}
+        skips = [g for g in later[0].site.guards if id(g.test) not in own]
+        if any(model.guard_kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
+            continue  # a window (SL205) or a commit gate decides, not a skip of this path
+        scaler = model.text(unscale.subject)
+        yield Finding(unscale.node, f"A path after `{model.text(unscale.node)}` skips both `{scaler}.step` and `{scaler}.update()` (`{model.text(skips[0].test)}`): the next `unscale_` raises, and the scale is never lowered")

@@ -46,7 +46,10 @@ from steplint.rule import Finding, rule
 def check(model):
     steps = [s for s in model.of_kind(SKIPPABLE_STEP) if s.strategy == SCALER and s.role is not None]
     for update in model.of_kind(SCALER_UPDATE):
-        windowed = [s for s in model.in_iteration(update, SKIPPABLE_STEP) if s in steps and model.same_object(s, update) and model.window(s.site)]
+        windowed = [
+            s for s in model.in_iteration(update, SKIPPABLE_STEP)
+            if s.strategy == SCALER and s.role is not None and model.same_object(s, update) and model.window(s.site)
+        ]
         if not windowed or model.same_window(windowed[0].site, update.site):
             continue
         boundary = model.window(windowed[0].site)

@@ -54,7 +54,7 @@ def check(model):
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
         batches = model.batch_indices(update.site.loop, counters=windowed)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
-        if not mentions:
+        if not mentions or model.stores_data_position(save.node):
             continue
         name = model.text(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"

@@ -63,7 +63,8 @@ def check(model):
         reported.add(identity)
         names = [key.split(":", 1)[1] for _, key in missing]
         listed = ", ".join(f"`{n}`" for n in names)
-        message = f"Checkpoint stores the optimizer but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
+        through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""
+        message = f"Checkpoint{through} stores the optimizer but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
         yield Finding(save.node, message, _add_entries(model, checkpoint, missing))
 
 

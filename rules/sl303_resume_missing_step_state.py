@@ -45,7 +45,6 @@ from steplint.rule import Finding, rule
 @rule("SL303", "resume-missing-step-state", "Resume restores the optimizer but not the scheduler, scaler or counter", fix="sometimes")
 def check(model):
     loads = model.of_kind(STATE_LOAD)
-    loaded = {model.roles.key(e.subject, e.site.scope) for e in loads}
     saved = model.saved_under()
     restored = model.restored_from_checkpoint()
     reported = set()
@@ -53,15 +52,16 @@ def check(model):
         if load.role.kind != OPTIMIZER:
             continue
         state = model.step_state(load.site.scope)
-        missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if key not in loaded]
+        missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state_loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
         identity = (id(load.site.scope), tuple(missing))
         if not missing or identity in reported:
             continue  # (two optimizers restored in one place are one resume)
         reported.add(identity)
         listed = ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing)
-        message = f"Resume restores the optimizer but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
-        yield Finding(load.node, message, _restore(model, load, missing, saved))
+        through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
+        message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
+        yield Finding(load.node, message, _restore(model, load, missing, saved) if load.via is None else None)
 
 
 def _restore(model, load, missing, saved):

@@ -32,6 +32,9 @@ for i, batch in enumerate(loader):
             evaluate(model)
 ```
 
+The cadence may be kept in a flag (`should_eval = step % n == 0`, then `if should_eval:`), and a
+window count may be derived from the batch index (`step = i // accum`, tested every batch: repeats).
+
 Silent for cadences inside the window block on an update counter, and in loops without accumulation.
 
 ## Fix safety
@@ -40,6 +43,7 @@ No fix: which counter the cadence meant, and where in the window it belongs, is 
 
 from steplint.model import CHECKPOINT_SAVE, EVALUATION, LOG
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY
+from steplint.model.windows import cadence_reads, window_indices
 from steplint.rule import Finding, rule
 
 _WHAT = {EVALUATION: "evaluation", CHECKPOINT_SAVE: "the checkpoint", LOG: "logging"}
@@ -53,18 +57,19 @@ def check(model):
         if update is None:
             continue
         batches = model.batch_indices(update.site.loop)
-        windows = model.windowed_counters(update)
+        windows = model.windowed_counters(update) | window_indices(model, update, batches)
         for guard in event.site.guards:
             kinds = model.guard_kinds(guard)
             if MODULO not in kinds or WINDOW_BOUNDARY in kinds or id(guard.test) in reported:
                 continue
             scope = event.site.scope
-            test = model.text(guard.test)
-            if event.kind != LOG and any(model.mentions(guard.test, scope, k) for k in batches):
+            reads = cadence_reads(model, guard.test, scope)  # through `should_eval = step % n == 0`
+            test = f"`{model.text(guard.test)}`" + "".join(f" (`{model.text(r)}`)" for r in reads[1:])
+            if event.kind != LOG and any(model.mentions(r, scope, k) for r in reads for k in batches):
                 # (logging every N micro-batches is a choice of granularity, not a wrong unit)
-                message = f"`{test}` counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window"
-            elif any(model.mentions(guard.test, scope, k) for k in windows):
-                message = f"`{test}` is tested every batch, but its counter advances once per window: {_WHAT[event.kind]} repeats for every micro-batch of the window"
+                message = f"{test} counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window"
+            elif any(model.mentions(r, scope, k) for r in reads for k in windows):
+                message = f"{test} is tested every batch, but its counter advances once per window: {_WHAT[event.kind]} repeats for every micro-batch of the window"
             else:
                 continue
             reported.add(id(guard.test))

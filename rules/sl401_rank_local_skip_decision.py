@@ -61,15 +61,18 @@ def check(model):
 
 def _reduced(model, guard, step):
     """The checked values went through a collective: gradients (DDP all-reduces them in backward),
-    or a value passed to `all_reduce`/`gather` earlier in the same function."""
+    or a value passed to `all_reduce`/`gather` earlier in the same function, or the value a reducing
+    helper returned (`loss_value = reduce_mean(loss)`)."""
     if any(isinstance(sub, cst.Attribute) and sub.attr.value == "grad" for sub in walk_expressions(guard.test)):
         return True
     scope = step.site.scope
     order = model.order_of_expression(guard.test) or 0
-    for collective in model.of_kind(COLLECTIVE):
-        if collective.site.scope is scope and collective.order <= order:
-            for arg in collective.node.args:
-                key = model.roles.key(arg.value, scope)
+    for collective in model.events_in(scope, COLLECTIVE):
+        if collective.order <= order:
+            holder = model.structure.holder.get(id(collective.node))
+            results = [t.target for t in holder.targets] if isinstance(holder, cst.Assign) and holder.value is collective.node else []
+            for value in [arg.value for arg in collective.node.args] + results:
+                key = model.roles.key(value, scope)
                 if key and model.mentions(guard.test, scope, key):
                     return True
     return False

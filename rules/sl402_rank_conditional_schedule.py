@@ -26,21 +26,27 @@ if rank == 0:
 ```
 
 Logging, checkpointing and evaluation may stay on one rank; only the schedule state must advance
-everywhere.
+everywhere. A counter that feeds only a save cadence may stay on one rank too, unless that cadence
+waits for every rank (`accelerator.wait_for_everyone()`, `dist.barrier()`): the other ranks never
+reach the wait, and the run hangs.
 
 ## Fix safety
 Safe: the statement moves out of the rank condition, to just before it when it comes first in the
-block, or just after it when it comes last; otherwise there is no fix.
+block, or just after it when it comes last; otherwise there is no fix. Unsafe for a counter that
+feeds a waiting save: every rank then enters the save's cadence, and whatever in it is not itself
+limited to one rank runs on all of them.
 """
 
 import libcst as cst
 
-from steplint.fixes import SAFE, Edit, Fix
+from steplint.fixes import SAFE, UNSAFE, Edit, Fix
 from steplint.model import COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import RANK
+from steplint.model.syntax import last_name
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
+_WAITS = {"wait_for_everyone", "barrier"}
 
 STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP, SCHEDULER_STEP)
 
@@ -50,19 +56,38 @@ def check(model):
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         if event.kind == SCHEDULER_STEP and (event.role is None or event.role.engine_owned):
             continue
-        if event.kind == COUNTER_INCREMENT and not (
-            model.counter_feeds(event) & {"schedule", "lr", "stop"} and model.events_in(event.site.scope, *STEPS)
-        ):
+        if event.kind == COUNTER_INCREMENT and not model.events_in(event.site.scope, *STEPS):
             continue  # (a loop index of a helper with no training step of its own is not a schedule)
         ranks = model.guards_of_kind(event.site, RANK)
         if not ranks:
             continue
         name = model.text(event.subject)
+        if event.kind == COUNTER_INCREMENT and not model.counter_feeds(event) & {"schedule", "lr", "stop"}:
+            wait = _waits_on_all_ranks(model, event)
+            if wait is not None:
+                message = (
+                    f"`{name}` advances only on the ranks where `{model.text(ranks[-1].test)}`, but `{model.text(wait)}` under its "
+                    f"cadence waits for every rank: the other ranks never reach it, and the run hangs"
+                )
+                yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, UNSAFE))
+            continue
         message = f"`{name}` advances only on the ranks where `{model.text(ranks[-1].test)}`; every rank must step its own schedule"
-        yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name))
+        yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, SAFE))
 
 
-def _out_of_rank_block(model, event, guard, name):
+def _waits_on_all_ranks(model, increment):
+    """A `wait_for_everyone()` / `barrier()`, on every rank's path, under a cadence on the counter."""
+    scope = increment.site.scope
+    key = model.roles.key(increment.subject, scope)
+    for call, site in model.structure.calls:
+        if last_name(call.func) not in _WAITS or site.scope is not scope or model.guards_of_kind(site, RANK):
+            continue
+        if any(model.mentions(g.test, scope, key) for g in site.guards):
+            return call
+    return None
+
+
+def _out_of_rank_block(model, event, guard, name, applicability):
     statement = lone_statement(model, event.site)
     condition = guard.statement
     if statement is None or guard.early_exit or guard.negated or not isinstance(condition, cst.If) or condition.orelse is not None:
@@ -81,11 +106,11 @@ def _out_of_rank_block(model, event, guard, name):
             return None  # keep what is on the `if` line
         first, last = model.rows(statement.body[0])
         text = model.source.text[model.source.line_starts[first - 1] : end]
-        return Fix(title, SAFE, (Edit(line_start, end, indent + text.lstrip(" \t")),))
+        return Fix(title, applicability, (Edit(line_start, end, indent + text.lstrip(" \t")),))
     if statement is body[0]:
         offset = model.source.line_starts[model.rows(condition)[0] - 1]
     elif statement is body[-1]:
         offset = after_statement(model, condition)
     else:
         return None
-    return Fix(title, SAFE, tuple(move_to(model, statement, offset, indent))) if offset is not None else None
+    return Fix(title, applicability, tuple(move_to(model, statement, offset, indent))) if offset is not None else None

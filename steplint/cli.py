@@ -17,16 +17,21 @@ import click
 
 from steplint import __version__, notebook
 from steplint.config import ConfigError, Overrides, Resolver, Settings
+from steplint import cache
 from steplint.diagnostic import Diagnostic
-from steplint.engine import INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source
+from steplint.engine import INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source, needs_analysis
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.fixes import apply_edits, normalized, reparses
+from steplint.project.build import index_for_run
 from steplint.report import FORMATS, MACHINE_FORMATS
 from steplint.rule import all_rules
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
 
-_PARALLEL_FROM = 16  # files; below this a process pool costs more than it saves
+# A process pool costs ~0.2 s to start and to import the analysis in each worker: worth it only for
+# enough text that needs analysis (files that pass the prefilter and miss the cache).
+_PARALLEL_FROM_BYTES = 400_000
+_CHUNK_BYTES = 200_000  # work handed to a worker at a time: big files alone, small ones together
 _PROGRESS_FROM = 300  # files; fewer finish before a progress line would help
 
 
@@ -36,6 +41,7 @@ class Mode:
     unsafe_fixes: bool = False
     diff: bool = False
     add_noqa: bool = False
+    use_cache: bool = False  # read and write the cache (checks only: fixing always analyses)
 
 
 @dataclass
@@ -55,10 +61,11 @@ def _codes(values: Tuple[str, ...]) -> Tuple[str, ...]:
     return tuple(code.strip() for value in values for code in value.split(",") if code.strip())
 
 
-def check_text(path: str, text: str, settings: Settings, mode: Mode) -> FileReport:
-    """Lint, fix or add noqa to one file's text; nothing is written here."""
+def check_text(path: str, text: str, settings: Settings, mode: Mode, project=None) -> FileReport:
+    """Lint, fix or add noqa to one file's text (`project`: its context in the project index);
+    nothing is written here."""
     if mode.add_noqa:
-        diagnostics = lint_source(path, text, settings)
+        diagnostics = lint_source(path, text, settings, project)
         rows = {}
         for d in diagnostics:
             if d.code not in (SYNTAX_ERROR, UNUSED_NOQA) and d.noqa_row is not None:
@@ -70,18 +77,18 @@ def check_text(path: str, text: str, settings: Settings, mode: Mode) -> FileRepo
             return FileReport(path, text, diagnostics)
         return FileReport(path, new, [], noqa_added=len(edits))
     if not (mode.fix or mode.diff):
-        return FileReport(path, text, lint_source(path, text, settings))
-    result = fix_source(path, text, settings, mode.unsafe_fixes)
+        return FileReport(path, text, lint_source(path, text, settings, project))
+    result = fix_source(path, text, settings, mode.unsafe_fixes, project)
     report = FileReport(path, result.text, result.remaining, result.fixed)
     if mode.diff and result.text != text:
         report.diff = "".join(difflib.unified_diff(text.splitlines(True), result.text.splitlines(True), f"a/{path}", f"b/{path}"))
     return report
 
 
-def checked_text(path: str, text: str, settings: Settings, mode: Mode) -> FileReport:
+def checked_text(path: str, text: str, settings: Settings, mode: Mode, project=None) -> FileReport:
     """check_text, with an internal error turned into one SL000 diagnostic and the text unchanged."""
     try:
-        return check_text(path, text, settings, mode)
+        return check_text(path, text, settings, mode, project)
     except Exception as error:  # a bug in steplint costs this file's results, never the run's
         return FileReport(path, text, [internal_error(path, error)], internal_traceback=_short_traceback(error))
 
@@ -94,7 +101,7 @@ def _short_traceback(error: BaseException) -> str:
     return text if len(text) < 20_000 else text[:10_000] + "\n[...]\n" + text[-10_000:]
 
 
-def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
+def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> FileReport:
     try:
         file = read_text(path)
     except NotRegularFile as error:
@@ -104,7 +111,10 @@ def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
     if notebook.is_notebook(path):
         report, written = check_notebook(path, file.text, settings, mode)
     else:
-        report = checked_text(path, file.text, settings, mode)
+        if mode.use_cache and not (mode.fix or mode.diff or mode.add_noqa):
+            report = _cached_check(path, file.text, settings, mode, project)
+        else:
+            report = checked_text(path, file.text, settings, mode, project)
         if len(file.text) > MAX_ANALYSED_CHARS:
             report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
                               " steplint analyses (generated code or data?); only Python's syntax check ran")
@@ -115,10 +125,31 @@ def _check_file(path: str, settings: Settings, mode: Mode) -> FileReport:
         write_text(path, file, written)
     except FileError as error:
         # Nothing was written: report the file as it is on disk, with the reason on stderr.
-        unfixed = check_notebook(path, file.text, settings, Mode())[0] if notebook.is_notebook(path) else checked_text(path, file.text, settings, Mode())
+        unfixed = check_notebook(path, file.text, settings, Mode())[0] if notebook.is_notebook(path) else checked_text(path, file.text, settings, Mode(), project)
         unfixed.write_error = str(error)
         return unfixed
     return report
+
+
+def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=None) -> FileReport:
+    """checked_text, answered from the cache when the file, settings and version are unchanged.
+    Internal errors are never cached: the next run tries again."""
+    if not needs_analysis(text):
+        return checked_text(path, text, settings, mode, project)  # Python's syntax check is cheaper than a lookup
+    directory = cache.cache_dir(settings)
+    key = cache.cache_key(path, text, settings, _dependencies(project))
+    found = cache.load(directory, key)
+    if found is not None:
+        return FileReport(path, text, found)
+    report = checked_text(path, text, settings, mode, project)
+    if not report.internal_traceback:
+        cache.store(directory, key, report.diagnostics)
+    return report
+
+
+def _dependencies(project) -> tuple:
+    """What the file's lint reads from the rest of the project, for its cache key."""
+    return (project.fingerprint(),) if project is not None else ()
 
 
 def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tuple[FileReport, Optional[str]]:
@@ -145,20 +176,75 @@ def _file_error(path: str, message: str) -> Diagnostic:
     return Diagnostic(SYNTAX_ERROR, rule.name, message[:1].upper() + message[1:], path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 
-def _run(jobs: Sequence[Tuple[str, Settings]], mode: Mode) -> Iterator[FileReport]:
-    workers = os.cpu_count() or 1
-    if len(jobs) < _PARALLEL_FROM or workers < 2:
-        yield from (_check_file(path, settings, mode) for path, settings in jobs)
-        return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
+def available_cores() -> int:
     try:
-        yield from pool.map(_check_file, [p for p, _ in jobs], [s for _, s in jobs], [mode] * len(jobs), chunksize=4)
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, workers: int) -> Iterator[FileReport]:
+    """Reports in the order of `jobs` ((path, settings, project context)), streamed. What the prefilter or the cache answers is answered
+    here; the rest goes to a process pool only when there is enough of it to pay for the pool, in
+    chunks of about _CHUNK_BYTES, biggest files first."""
+    answered = {}
+    if mode.use_cache and not (mode.fix or mode.diff or mode.add_noqa):
+        for index, (path, settings, project) in enumerate(jobs):
+            report = _answered_without_analysis(path, settings, project)
+            if report is not None:
+                answered[index] = report
+    pending = [i for i in range(len(jobs)) if i not in answered]
+    sizes = {i: _size(jobs[i][0]) for i in pending}
+    if workers < 2 or sum(sizes.values()) < _PARALLEL_FROM_BYTES:
+        for index, (path, settings, project) in enumerate(jobs):
+            yield answered.pop(index) if index in answered else _check_file(path, settings, mode, project)
+        return
+    chunks: List[List[int]] = []
+    filled = _CHUNK_BYTES
+    for index in sorted(pending, key=lambda i: -sizes[i]):
+        if filled >= _CHUNK_BYTES:
+            chunks.append([])
+            filled = 0
+        chunks[-1].append(index)
+        filled += sizes[index]
+    following = 0
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_leave_interrupts_to_the_parent)
+    try:
+        futures = [pool.submit(_check_chunk, [jobs[i] for i in chunk], mode) for chunk in chunks]
+        for chunk, future in zip(chunks, futures):
+            answered.update(zip(chunk, future.result()))
+            while following in answered:
+                yield answered.pop(following)
+                following += 1
     finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
         pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _leave_interrupts_to_the_parent() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _check_chunk(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode) -> List[FileReport]:
+    return [_check_file(path, settings, mode, project) for path, settings, project in jobs]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _answered_without_analysis(path: str, settings: Settings, project=None) -> Optional[FileReport]:
+    """The report of a file the cache holds; None: it needs checking."""
+    try:
+        text = read_text(path).text
+    except FileError:
+        return None
+    if not needs_analysis(text):
+        return None  # Python's syntax check still runs on it, in _check_file
+    found = cache.load(cache.cache_dir(settings), cache.cache_key(path, text, settings, _dependencies(project)))
+    return FileReport(path, text, found) if found is not None else None
 
 
 def _with_progress(reports: Iterator[FileReport], total: int) -> List[FileReport]:
@@ -201,22 +287,27 @@ def main() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Print the traceback of internal errors.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour the output; auto: on a terminal, unless NO_COLOR is set (FORCE_COLOR forces it).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache (.steplint_cache).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes to use (default: the available cores; 1: no pool).")
 def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_select, ignore, config_file, output_format,
-          output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet, verbose, color) -> None:
+          output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet, verbose, color,
+          no_cache, jobs) -> None:
     """Check PATHS (files or folders; default: the current folder; `-` for stdin)."""
-    mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa)
+    mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, use_cache=not no_cache)
     try:
         resolver = Resolver(Overrides(_codes(select), _codes(ignore), _codes(extend_select)), config_file)
         if paths == ("-",) or (stdin_filename and not paths):
             _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color)
             return
-        files, missing = discover(
-            paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude, lambda p: resolver.settings_for(p).included(p)
-        )
-        jobs = [(path, resolver.settings_for(path)) for path in files]
+        excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
+        files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
+        project = index_for_run(files, excluded) if not missing else None
+        work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         click.echo(f"steplint: error: {error}", err=True)
         sys.exit(2)
+    for note in project.notes if project else ():
+        click.echo(f"steplint: note: {note}", err=True)
     for path in missing:
         click.echo(f"steplint: error: {path}: no such file or directory", err=True)
     if missing:
@@ -224,7 +315,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
     if not files:
         click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
     try:
-        reports = _with_progress(_run(jobs, mode), len(jobs))
+        reports = _with_progress(_run(work, mode, jobs or available_cores()), len(work))
     except KeyboardInterrupt:
         click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
         sys.exit(130)
@@ -303,7 +394,8 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     if notebook.is_notebook(path):
         report, written = check_notebook(path, text, settings, mode)
     else:
-        report, written = checked_text(path, text, settings, mode), None
+        project = index_for_run([path], lambda p: resolver.settings_for(p).excluded(p), {path: text}) if name else None
+        report, written = checked_text(path, text, settings, mode, project.context_for(path) if project else None), None
     _file_messages([report], verbose)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:

@@ -25,7 +25,11 @@ else:  # pragma: no cover - exercised on Python < 3.11
 
 DEFAULT_BASIS = "committed-updates"
 FIX_GATES = ("inline", "import")
-ROLE_KINDS = {"optimizer": "optimizer", "scaler": "scaler", "scheduler": "scheduler", "loss-scaler": "loss-scaler", "accelerator": "accelerator"}
+ROLE_KINDS = {"optimizer": "optimizer", "scaler": "scaler", "scheduler": "scheduler", "loss-scaler": "loss-scaler", "accelerator": "accelerator", "ema": "ema",
+              "skippable-optimizer": "skippable-optimizer"}
+# "hf-trainer": the HF Trainer's and DeepSpeed's convention: the LR moves on committed updates, while
+# `global_step` counts attempted ones (checkpoints, evaluation and the end of the run follow attempts).
+RECIPES = ("hf-trainer",)
 CONFIG_NAMES = ("steplint.toml", ".steplint.toml")
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")  # as ruff >= 0.6: notebooks are checked by default
 
@@ -47,6 +51,8 @@ class Settings:
     extend_include: Tuple[str, ...] = ()
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
+    recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
+    cache_dir: Optional[str] = None  # `cache-dir`, absolute; None: STEPLINT_CACHE_DIR, else .steplint_cache in root
     root: str = "."  # the folder that exclude and per-file-ignores globs are relative to
     origin: str = "defaults"  # the file the settings came from, for messages
 
@@ -130,6 +136,12 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
             changes["per_file_ignores"] = tuple(pairs)
         elif key == "schedule-basis":
             changes["schedule_basis"] = _choice(value, key, origin, BASES)
+        elif key == "recipe":
+            changes["recipe"] = _choice(value, key, origin, RECIPES)
+        elif key == "cache-dir":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{origin}: cache-dir: expected a folder name, got {value!r}")
+            changes["cache_dir"] = os.path.join(root, os.path.expanduser(value))
         elif key == "fix-gate":
             changes["fix_gate"] = _choice(value, key, origin, FIX_GATES)
         elif key == "roles":

@@ -6,17 +6,17 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
-
-import libcst as cst
+from typing import TYPE_CHECKING, Dict, List, Optional
 
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
-from steplint.model import build_model
 from steplint.rule import Rule, all_rules
 from steplint.source import Source, python_parse_error
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 # LibCST and the model recurse a few frames per nesting level; Python's parser accepts ~3,000 levels
 # (deeper is SL001 from Python itself), which this limit covers without exhausting the C stack.
@@ -24,8 +24,17 @@ _NESTING_RECURSION_LIMIT = 20_000
 # Larger files are generated code or embedded data; LibCST would take minutes over them, so they get
 # Python's syntax check only (and the command line says so).
 MAX_ANALYSED_CHARS = 2_000_000
-# A file without any of these has no update, scheduler, scaler, checkpoint or steplint noqa to check.
-_PREFILTER = re.compile(r"\.step\(|step_update|scaler|save|load_state_dict|param_groups|noqa\s*:\s*SL", re.I)
+# A file without any of these has no update, scheduler, scaler, resume or steplint noqa to check
+# (searched in the lowercased text: substring tests are many times faster than one regex with re.I).
+_CANDIDATES = (".step(", "step_update", "scaler", "load_state_dict", "param_groups")
+_NOQA_CODES = re.compile(r"noqa\s*:\s*sl")
+# Without them, a checkpoint (`save`) can still be reported, by SL302 (a `torch.save(...)` call that
+# omits an update counter) or SL402 (a counter that ends the run, advanced under a rank test); both
+# need a counter increment (`n += 1`, `n = n + 1`).
+_COUNTER = re.compile(r"\+=?[\s\\(]*1")
+_SAVE_CALL = re.compile(r"\bsave\s*\(")
+_RANK_WORDS = ("rank", "main_process", "is_master", "is_main", "is_global_zero")
+_DIRECTIVE = re.compile(r"noqa|steplint", re.I)  # what `comments` looks for: noqa and file exemptions
 MAX_FIX_ROUNDS = 25
 INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
@@ -33,14 +42,29 @@ ISSUES_URL = "https://github.com/steplint/steplint/issues"
 UNUSED_NOQA = "SL002"
 
 
-def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
-    """Diagnostics for one file's text, sorted by position, without the suppressed ones."""
+def needs_analysis(text: str) -> bool:
+    """The prefilter: whether the text can hold anything a rule reports (or a noqa to check)."""
+    lowered = text.lower()
+    if any(word in lowered for word in _CANDIDATES) or ("noqa" in lowered and _NOQA_CODES.search(lowered)):
+        return True
+    return (
+        "save" in lowered
+        and _COUNTER.search(text) is not None
+        and (_SAVE_CALL.search(lowered) is not None or any(word in lowered for word in _RANK_WORDS))
+    )
+
+
+def lint_source(path: str, text: str, settings: Settings, project=None) -> List[Diagnostic]:
+    """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
+    (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
     rules = settings.enabled_rules(path)
     python_error = _python_syntax_error(path, text)
     if python_error is not None:
         return [python_error] if SYNTAX_ERROR in rules else []
-    if not _PREFILTER.search(text) or len(text) > MAX_ANALYSED_CHARS:
+    if not needs_analysis(text) or len(text) > MAX_ANALYSED_CHARS:
         return []
+    import libcst as cst  # only files that pass the prefilter pay for importing the parser
+
     source = Source(path, text)
     if sys.getrecursionlimit() < _NESTING_RECURSION_LIMIT:
         sys.setrecursionlimit(_NESTING_RECURSION_LIMIT)
@@ -55,7 +79,7 @@ def lint_source(path: str, text: str, settings: Settings) -> List[Diagnostic]:
     except RecursionError:
         return [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
     try:
-        return _analyse(source, module, rules, settings)
+        return _analyse(source, module, rules, settings, project)
     except Exception as error:
         if not _from_recursion(error):
             raise
@@ -74,10 +98,13 @@ def _from_recursion(error: BaseException) -> bool:
     return False
 
 
-def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings) -> List[Diagnostic]:
-    model = build_model(source, module, settings)
-    found_comments = comments(source)
-    if found_comments.file_exempt:
+def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
+    from steplint.model import build_model
+
+    model = build_model(source, module, settings, project)
+    # Tokenizing for comments costs a fifth of the parse: only for files with a directive or a finding.
+    found_comments = comments(source) if _DIRECTIVE.search(source.text) else None
+    if found_comments is not None and found_comments.file_exempt:
         return []
     found: List[Diagnostic] = []
     used = set()
@@ -86,6 +113,8 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
             continue
         reported_rows = set()
         for finding in rule.check(model):
+            if found_comments is None:
+                found_comments = comments(source)
             first, last = model.statement_rows(finding.node)
             if first in reported_rows:
                 continue  # one problem per rule and statement, however many sub-expressions show it
@@ -97,7 +126,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
             start, end = model.span(finding.node)
             noqa_row = last if first in found_comments.string_rows else first
             found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))
-    if UNUSED_NOQA in rules:
+    if UNUSED_NOQA in rules and found_comments is not None:
         for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
             listed = ", ".join(f"`{c}`" for c in unused)
             fix = Fix("Remove the unused suppression", SAFE, (removal_edit(source, directive, unused),))
@@ -155,14 +184,16 @@ class FixResult:
     remaining: List[Diagnostic] = field(default_factory=list)  # diagnostics of the fixed text
 
 
-def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = False, max_rounds: int = MAX_FIX_ROUNDS) -> FixResult:
+def fix_source(
+    path: str, text: str, settings: Settings, unsafe_fixes: bool = False, project=None, max_rounds: int = MAX_FIX_ROUNDS
+) -> FixResult:
     """Apply fixes until nothing changes (bounded), as ruff does: non-overlapping fixes per round,
     then lint again. A round whose result does not parse is retried fix by fix; a fix that breaks
     the module is dropped and its diagnostic stays. (`max_rounds=1`: one round, whose `fixed`
     diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)"""
     fixed: List[Diagnostic] = []
     for _ in range(max_rounds):
-        diagnostics = lint_source(path, text, settings)
+        diagnostics = lint_source(path, text, settings, project)
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
@@ -176,7 +207,7 @@ def fix_source(path: str, text: str, settings: Settings, unsafe_fixes: bool = Fa
         if candidate == text:
             return FixResult(text, fixed, diagnostics)
         text = candidate
-    return FixResult(text, fixed, lint_source(path, text, settings))
+    return FixResult(text, fixed, lint_source(path, text, settings, project))
 
 
 def _first_that_parses(text: str, fixes):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-import libcst as cst
 
 from steplint.source import python_parse_error
 
@@ -80,6 +79,8 @@ def select_non_overlapping(fixes: Sequence[Fix]) -> List[Fix]:
 
 def reparses(text: str) -> bool:
     """Whether both LibCST and Python itself parse the text."""
+    import libcst as cst  # (not at import time: reports and cached checks need no parser)
+
     try:
         cst.parse_module(text)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError, ValueError):

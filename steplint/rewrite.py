@@ -7,6 +7,7 @@ engine re-parses the result and drops a fix that would not.
 from __future__ import annotations
 
 import inspect
+from functools import lru_cache
 from typing import List, Optional, Tuple
 
 import libcst as cst
@@ -14,7 +15,7 @@ import libcst as cst
 from steplint import runtime
 from steplint.fixes import Edit, Fix
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
-from steplint.model.events import Event
+from steplint.model.events import CALL, Event
 from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
 from steplint.model.syntax import dotted, walk_expressions
@@ -113,7 +114,30 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return f"not {update.role.accelerator}.optimizer_step_was_skipped"
     if update.strategy == "deepspeed":
         return f"{model.text(update.subject)}.was_step_applied()"
+    if update.strategy == CALL:
+        if update.gate_var:
+            return update.gate_var
+        helper = step_helper(model, update)
+        taken = scope.local_names | (helper.site.scope.local_names if helper is not None else set())
+        return next((n for n in _COMMITTED_NAMES if n not in taken), None) if helper is not None else None
     return None  # timm-style loss scalers step and update in one call: nothing exact to read after it
+
+
+def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
+    """The scaler step inside a function of this module that `update` calls, when that function can
+    return whether it committed: one unconditional `scaler.step(optimizer)` in its body, no loop, no
+    `return` or `yield` of its own. (A helper in another module would be a second file to edit.)"""
+    if not isinstance(update.node, cst.Call):
+        return None
+    helper = model.roles.callee(update.node.func, update.site.scope)
+    if helper is None or not isinstance(helper.node, cst.FunctionDef):
+        return None
+    steps = [e for e in model.of_kind(SKIPPABLE_STEP) if e.site.scope is helper]
+    if len(steps) != 1 or steps[0].strategy != SCALER or steps[0].gate_var or steps[0].site.guards or len(steps[0].site.trail) != 1:
+        return None
+    if any(isinstance(node, (cst.Return, cst.Yield)) for node in walk_expressions(helper.node.body)):
+        return None
+    return steps[0]
 
 
 def _shares_its_pass(model: ModuleModel, update: Event) -> bool:
@@ -125,10 +149,13 @@ def _shares_its_pass(model: ModuleModel, update: Event) -> bool:
 
 
 def _module_names(model: ModuleModel) -> set:
-    names = set()
-    for scope in model.structure.scopes:
-        names |= scope.local_names
-    return names | set(model.imports.names)
+    def compute() -> set:
+        names = set()
+        for scope in model.structure.scopes:
+            names |= scope.local_names
+        return names | set(model.imports.names)
+
+    return model.remember(("module_names",), compute)
 
 
 def gate_fix(
@@ -141,6 +168,8 @@ def gate_fix(
     statement = lone_statement(model, target.site)
     if condition is None or statement is None or update.strategy == LOSS_SCALER:
         return None
+    if {id(update.node), id(target.node)} & model.in_group_loop:
+        return None  # several optimizers or schedulers: one commit flag cannot gate them all
     block, _ = target.site.trail[-1]
     index = block.index(statement)
     run = list(block.statements[index : index + 1 + through])
@@ -185,6 +214,8 @@ def _indentable_rows(model: ModuleModel, run: List[cst.BaseStatement]) -> Option
 
 def committed_update_edits(model: ModuleModel, update: Event, condition: str, fix_gate: str) -> Optional[List[Edit]]:
     """For plain PyTorch: `committed = committed_step(scaler, optimizer)` and the helper, once."""
+    if update.strategy == CALL and not update.gate_var:
+        return _commit_through_helper(model, update, condition, fix_gate)
     if update.strategy != SCALER or update.gate_var:
         return []
     statement = lone_statement(model, update.site)
@@ -202,6 +233,23 @@ def committed_update_edits(model: ModuleModel, update: Event, condition: str, fi
     if helper is not None:
         edits.append(helper)
     return edits
+
+
+def _commit_through_helper(model: ModuleModel, update: Event, condition: str, fix_gate: str) -> Optional[List[Edit]]:
+    """A helper that steps becomes the commit signal: inside it `committed = committed_step(...)`
+    and `return committed`; at the call `committed = helper(...)`."""
+    step = step_helper(model, update)
+    call = lone_statement(model, update.site)
+    if step is None or call is None or not isinstance(call.body[0], cst.Expr) or call.body[0].value is not update.node:
+        return None
+    inside = committed_update_edits(model, step, condition, fix_gate)
+    last = step.site.scope.node.body.body[-1]
+    end = after_statement(model, last)
+    if inside is None or end is None:
+        return None
+    indent = model.source.indentation(model.rows(step.site.statement)[0])
+    start, _ = model.span(update.node)
+    return inside + [Edit(end, end, f"{indent}return {condition}{model.source.newline}"), Edit(start, start, f"{condition} = ")]
 
 
 def _init_edits(model: ModuleModel, update: Event, target: Event, condition: str) -> List[Edit]:
@@ -232,6 +280,10 @@ def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -
     """Add a steplint.runtime helper to the module once: its source after the imports, or an import."""
     if name in model.helpers:
         return None
+    return model.remember(("helper_edit", fix_gate, name), lambda: _helper_edit(model, fix_gate, name))
+
+
+def _helper_edit(model: ModuleModel, fix_gate: str, name: str) -> Optional[Edit]:
     newline = model.source.newline
     body = list(model.module.body)
     index = 1 if body and _is_docstring(body[0]) else 0
@@ -240,7 +292,7 @@ def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -
     if fix_gate == IMPORT:
         text = f"from steplint.runtime import {name}{newline}"
     else:
-        text = inspect.getsource(getattr(runtime, name)).replace("\n", newline)
+        text = _runtime_source(name).replace("\n", newline)
     if index > 0:  # after the docstring and imports
         offset = after_statement(model, body[index - 1])
         if offset is None:
@@ -254,6 +306,11 @@ def helper_edit(model: ModuleModel, fix_gate: str, name: str = COMMITTED_STEP) -
         return None
     offset, _ = model.span(body[0])  # after a shebang or header comments
     return Edit(offset, offset, text + (newline * 2 if fix_gate != IMPORT else newline))
+
+
+@lru_cache(maxsize=None)
+def _runtime_source(name: str) -> str:
+    return inspect.getsource(getattr(runtime, name))
 
 
 def _blank_lines_before(model: ModuleModel, row: int) -> int:
@@ -313,3 +370,12 @@ def insert_after(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
         return None
     indent = model.source.indentation(model.rows(statement)[0])
     return Edit(offset, offset, f"{indent}{line}{model.source.newline}")
+
+
+def move_before(model: ModuleModel, statements: List[cst.SimpleStatementLine], anchor: cst.SimpleStatementLine) -> List[Edit]:
+    """Edits that move consecutive lone statements, in order, to just before `anchor`, at its indentation."""
+    start, _ = _line_block(model, statements[0])
+    _, end = _line_block(model, statements[-1])
+    offset, _ = _line_block(model, anchor)
+    indent = model.source.indentation(model.rows(anchor)[0])
+    return [Edit(start, end, ""), Edit(offset, offset, "".join(_reindented(model, s, indent) for s in statements))]

@@ -1,27 +1,37 @@
-"""Rule metadata, the registry of built-in rules, and the findings rules yield."""
+"""Rule metadata, the registry of built-in rules, and the findings rules yield.
+
+The registry is read from the rule modules' source (their docstrings and `@rule(...)` declarations)
+without importing them: printing a rule's docs, validating a configuration or answering a check
+from the cache needs no LibCST. A rule's check is imported the first time it runs.
+"""
 
 from __future__ import annotations
 
+import ast
 import importlib
-import pkgutil
+import os
 import sys
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Optional
 
-import libcst as cst
+from steplint.fixes import SAFE, UNSAFE
 
-from steplint.fixes import Fix
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from steplint.fixes import Fix
 
 DOCS_URL = "https://github.com/steplint/steplint/blob/main/README.md#{anchor}"
+RULES_PACKAGE = "steplint.rules"
 
 
 @dataclass(frozen=True)
 class Finding:
     """What a rule reports: the node, the message, and the fix if it has one."""
 
-    node: cst.CSTNode
+    node: "cst.CSTNode"
     message: str
-    fix: Optional[Fix] = None
+    fix: Optional["Fix"] = None
 
 
 @dataclass(frozen=True)
@@ -31,11 +41,25 @@ class Rule:
     summary: str
     fix: Optional[str]  # "safe", "unsafe", "sometimes" or None: what the rule's fixes can be
     doc: str
-    check: Optional[Callable[..., Iterable[Finding]]]  # None: the engine itself reports it
+    function: Optional[Callable[..., Iterable[Finding]]] = None  # the check, where the rule is declared
+    module: Optional[str] = None  # in the registry: the module that declares it, imported on first use
+
+    @property
+    def check(self) -> Optional[Callable[..., Iterable[Finding]]]:
+        """The rule's check; None: the engine itself reports it."""
+        if self.module is None:
+            return self.function
+        if self.code not in _CHECKS:
+            declared = vars(importlib.import_module(self.module)).values()
+            _CHECKS[self.code] = next(r.function for r in declared if isinstance(r, Rule) and r.code == self.code)
+        return _CHECKS[self.code]
 
     @property
     def url(self) -> str:
         return DOCS_URL.format(anchor=f"{self.code.lower()}-{self.name}")
+
+
+_CHECKS: Dict[str, Optional[Callable]] = {}
 
 
 def rule(code: str, name: str, summary: str, fix: Optional[str] = None) -> Callable[[Callable], Rule]:
@@ -52,14 +76,37 @@ _REGISTRY: Optional[Dict[str, Rule]] = None
 
 
 def all_rules() -> Dict[str, Rule]:
-    """Every built-in rule by code, loaded once from the steplint.rules package."""
+    """Every built-in rule by code, read once from the source of the steplint.rules package."""
     global _REGISTRY
     if _REGISTRY is None:
-        import steplint.rules as package
-
-        found: List[Rule] = []
-        for info in pkgutil.iter_modules(package.__path__):
-            module = importlib.import_module(f"{package.__name__}.{info.name}")
-            found.extend(v for v in vars(module).values() if isinstance(v, Rule))
+        folder = os.path.dirname(importlib.import_module(RULES_PACKAGE).__file__ or "")
+        found = []
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py") and not name.startswith("_"):
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    found.extend(_declared(ast.parse(handle.read()), f"{RULES_PACKAGE}.{name[:-3]}"))
         _REGISTRY = {r.code: r for r in sorted(found, key=lambda r: r.code)}
     return _REGISTRY
+
+
+def _declared(module: ast.Module, module_name: str) -> Iterable[Rule]:
+    """The rules a module declares: `@rule(code, name, summary, fix=...)` over a function, or
+    `NAME = Rule(code=..., name=..., ...)` for the ones the engine reports itself."""
+    doc = (ast.get_docstring(module, clean=False) or "").strip()
+    for statement in module.body:
+        calls = []
+        if isinstance(statement, ast.FunctionDef):
+            calls = [d for d in statement.decorator_list if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "rule"]
+        elif isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) and getattr(statement.value.func, "id", None) == "Rule":
+            calls = [statement.value]
+        for call in calls:
+            fields = dict(zip(("code", "name", "summary", "fix"), map(_value, call.args)))
+            fields.update({k.arg: _value(k.value) for k in call.keywords if k.arg in ("code", "name", "summary", "fix")})
+            yield Rule(fields["code"], fields["name"], fields["summary"], fields.get("fix"), doc, module=module_name)
+
+
+def _value(node: ast.expr) -> object:
+    """A literal, or one of the applicability constants rule modules import (`fix=SAFE`)."""
+    if isinstance(node, ast.Name) and node.id in ("SAFE", "UNSAFE"):
+        return {"SAFE": SAFE, "UNSAFE": UNSAFE}[node.id]
+    return ast.literal_eval(node)

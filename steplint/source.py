@@ -7,7 +7,8 @@ import re
 import warnings
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from functools import cached_property
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 # LibCST (like the tokenizer) breaks lines only on these; str.splitlines() knows more separators.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -41,7 +42,7 @@ class Source:
         """Offset just past the row's last character, before its line break."""
         return self.line_starts[row - 1] + len(self.line(row))
 
-    @property
+    @cached_property
     def newline(self) -> str:
         """The file's dominant line break, for inserted lines."""
         counts = {"\r\n": 0, "\n": 0, "\r": 0}
@@ -66,3 +67,13 @@ def python_parse_error(text: str, path: str = "<unknown>") -> Optional[Exception
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         return error
     return None
+def source_reader(texts: Mapping[str, str]) -> Callable[[str], Source]:
+    """path -> its Source, each built once: a report reads many diagnostics of one file."""
+    built: Dict[str, Source] = {}
+
+    def read(path: str) -> Source:
+        if path not in built:
+            built[path] = Source(path, texts.get(path, ""))
+        return built[path]
+
+    return read

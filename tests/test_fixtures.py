@@ -1,8 +1,10 @@
 """Tests generated from fixtures/: each file reports exactly its `# expect:` markers, and each
 `*.fixed.py` golden file is what `--fix --unsafe-fixes` makes of its input. Notebooks
-(`*.ipynb`, golden `*.fixed.ipynb`) carry their markers in code cells, located as (cell, row)."""
+(`*.ipynb`, golden `*.fixed.ipynb`) carry their markers in code cells, located as (cell, row). A folder of fixtures
+(`fixtures/SL303/split_resume/`) is one project: its files are linted with its project index."""
 
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -11,20 +13,36 @@ from steplint import notebook
 from steplint.config import Settings
 from steplint.engine import fix_source, lint_source
 from steplint.fixes import reparses
+from steplint.project.build import build_index
 from steplint.rule import all_rules
 
 from conftest import FIXTURES
 
 _MARKER = re.compile(r"#\s*expect:\s*(SL\d{3}(?:\s*,\s*SL\d{3})*)")
 
-INPUTS = sorted(p for p in FIXTURES.glob("SL*/*.py") if not p.name.endswith(".fixed.py"))
+INPUTS = sorted(p for pattern in ("SL*/*.py", "SL*/*/*.py") for p in FIXTURES.glob(pattern) if not p.name.endswith(".fixed.py"))
 GOLDEN = [p for p in INPUTS if p.with_name(p.stem + ".fixed.py").exists()]
 NOTEBOOKS = sorted(p for p in FIXTURES.glob("SL*/*.ipynb") if not p.name.endswith(".fixed.ipynb"))
 GOLDEN_NOTEBOOKS = [p for p in NOTEBOOKS if p.with_name(p.stem + ".fixed.ipynb").exists()]
 
 
 def _id(path: Path) -> str:
-    return f"{path.parent.name}/{path.name}"
+    return str(path.relative_to(FIXTURES))
+
+
+def _code(path: Path) -> str:
+    return path.relative_to(FIXTURES).parts[0]
+
+
+@lru_cache(maxsize=None)
+def _project(folder: Path):
+    files = sorted(p for p in folder.glob("*.py") if not p.name.endswith(".fixed.py"))
+    return build_index([str(p) for p in files], str(folder), cache=False)
+
+
+def project(path: Path):
+    """The project context of a fixture in a folder; None for a single-file fixture."""
+    return None if path.parent.parent == FIXTURES else _project(path.parent).context_for(str(path))
 
 
 def expected(text: str) -> set:
@@ -39,13 +57,13 @@ def expected(text: str) -> set:
 @pytest.mark.parametrize("path", INPUTS, ids=_id)
 def test_reports_exactly_the_markers(path):
     text = path.read_text()
-    reported = {(d.row, d.code) for d in lint_source(str(path), text, Settings())}
+    reported = {(d.row, d.code) for d in lint_source(str(path), text, Settings(), project(path))}
     assert reported == expected(text)
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=_id)
 def test_fix_matches_golden_file(path):
-    result = fix_source(str(path), path.read_text(), Settings(), unsafe_fixes=True)
+    result = fix_source(str(path), path.read_text(), Settings(), unsafe_fixes=True, project=project(path))
     golden = path.with_name(path.stem + ".fixed.py").read_text()
     assert result.text == golden
     assert reparses(result.text)
@@ -55,7 +73,7 @@ def test_fix_matches_golden_file(path):
 @pytest.mark.parametrize("path", GOLDEN, ids=_id)
 def test_second_fix_changes_nothing(path):
     golden = path.with_name(path.stem + ".fixed.py").read_text()
-    again = fix_source(str(path), golden, Settings(), unsafe_fixes=True)
+    again = fix_source(str(path), golden, Settings(), unsafe_fixes=True, project=project(path))
     assert again.text == golden
     assert again.fixed == []
 
@@ -64,7 +82,7 @@ def test_second_fix_changes_nothing(path):
 def test_fix_keeps_crlf_line_endings(path):
     crlf = path.read_text().replace("\n", "\r\n")
     golden = path.with_name(path.stem + ".fixed.py").read_text().replace("\n", "\r\n")
-    assert fix_source(str(path), crlf, Settings(), unsafe_fixes=True).text == golden
+    assert fix_source(str(path), crlf, Settings(), unsafe_fixes=True, project=project(path)).text == golden
 
 
 def _cell_markers(book: notebook.Notebook) -> set:
@@ -105,7 +123,7 @@ def test_every_rule_has_positive_and_negative_fixtures():
     for code, rule in all_rules().items():
         if rule.check is None:
             continue
-        files = [p for p in INPUTS if p.parent.name == code]
+        files = [p for p in INPUTS if _code(p) == code]
         marked = [p for p in files if any(c == code for _, c in expected(p.read_text()))]
         silent = [p for p in files if not expected(p.read_text())]
         assert marked, f"{code} has no fixture with a `# expect: {code}` marker"

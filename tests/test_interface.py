@@ -123,6 +123,32 @@ def test_declared_role_names(tmp_path):
     assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == [("train.py", "SL101")]
 
 
+COLOSSAL = """\
+from colossalai.booster import Booster
+from colossalai.booster.plugin import LowLevelZeroPlugin
+
+
+def train(model, optimizer, loader, scheduler):
+    booster = Booster(plugin=LowLevelZeroPlugin(precision="fp16"))
+    model, booster_optimizer, *_ = booster.boost(model, optimizer)
+    for batch in loader:
+        booster.backward(model(batch).mean(), booster_optimizer)
+        booster_optimizer.step()
+        scheduler.step()
+        booster_optimizer.zero_grad()
+"""
+
+
+def test_declared_skippable_optimizer(tmp_path):
+    (tmp_path / "train.py").write_text(COLOSSAL)
+    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == []  # a step steplint cannot tell skips
+    (tmp_path / "steplint.toml").write_text('[roles]\nskippable-optimizer = ["booster_optimizer"]\n')
+    done = steplint("check", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(done) == [("train.py", "SL101")]
+    [item] = json.loads(done.stdout)
+    assert item["fix"] is None and "declares this optimizer skippable" in item["message"]
+
+
 def test_exclude_extend_exclude_and_force_exclude(project):
     (project / "steplint.toml").write_text('extend-exclude = ["scripts"]\n')
     assert {f for f, _ in codes(steplint("check", "--output-format", "json", ".", cwd=project))} == {"train.py", "pretrain.py"}
@@ -291,3 +317,41 @@ def test_progress_on_a_terminal_only_for_large_runs(tmp_path):
     assert json.loads(done.stdout) == []  # machine output untouched
     piped = steplint("check", ".", cwd=tmp_path)
     assert "checked" not in piped.stderr
+
+
+ATTEMPT_COUNTER = """\
+import torch
+
+
+def train(model, loader, optimizer, scheduler, save, args):
+    scaler = torch.amp.GradScaler("cuda")
+    global_step = 0
+    for batch in loader:
+        scaler.scale(model(batch).mean()).backward()
+        scale_before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        if scale_before <= scaler.get_scale():
+            scheduler.step()
+        global_step += 1
+        if global_step % args.save_steps == 0:
+            save(model, global_step)
+        warmup = min(1.0, global_step / args.warmup_steps)
+        for group in optimizer.param_groups:
+            group["lr"] = args.lr * warmup
+"""
+
+
+def test_hf_trainer_recipe_keeps_attempt_counters_quiet_but_not_lr_counters(tmp_path):
+    (tmp_path / "train.py").write_text(ATTEMPT_COUNTER)
+    assert ("train.py", "SL102") in codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path))
+    (tmp_path / "steplint.toml").write_text('recipe = "hf-trainer"\n')
+    assert ("train.py", "SL102") in codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path))  # it moves the LR
+    (tmp_path / "train.py").write_text(ATTEMPT_COUNTER.split("        warmup =")[0])
+    assert ("train.py", "SL102") not in codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path))
+    (tmp_path / "steplint.toml").unlink()
+    assert ("train.py", "SL102") in codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path))
+    (tmp_path / "steplint.toml").write_text('recipe = "fairseq"\n')
+    done = steplint("check", ".", cwd=tmp_path)
+    assert done.returncode == 2 and "recipe" in done.stderr

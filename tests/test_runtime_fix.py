@@ -72,11 +72,12 @@ def load(path: Path):
     return module
 
 
-def fixed_copy(tmp_path: Path, name: str) -> Path:
+def fixed_copy(tmp_path: Path, name: str, unsafe: bool = True) -> Path:
+    """A copy of a loop after `steplint check --fix` (and `--unsafe-fixes` unless `unsafe` is False)."""
     target = tmp_path / name
     shutil.copy(LOOPS / name, target)
     done = subprocess.run(
-        [sys.executable, "-m", "steplint", "check", "--fix", "--unsafe-fixes", str(target)], capture_output=True, text=True
+        [sys.executable, "-m", "steplint", "check", "--fix", *(["--unsafe-fixes"] if unsafe else []), str(target)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert target.read_text() != (LOOPS / name).read_text()
@@ -87,6 +88,7 @@ SKIPPED = {0, 1, 2, 6}  # overflow while the scaler calibrates, and once more la
 CASES = [
     pytest.param("amp_loop.py", 1, id="per-batch"),
     pytest.param("accumulation_loop.py", 4, id="accumulation"),
+    pytest.param("helper_loop.py", 1, id="step-helper"),
 ]
 
 

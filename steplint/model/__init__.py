@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from steplint.model.events import (
     CHECKPOINT_SAVE,
@@ -36,10 +35,14 @@ from steplint.model.events import (
     collect_events,
 )
 from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
+from steplint.model.positions import Positions
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, names_in, walk_expressions
+from steplint.model.groups import resite_group_events
+from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -59,7 +62,7 @@ STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
 class ModuleModel:
     source: Source
     module: cst.Module
-    positions: Dict[cst.CSTNode, CodeRange]
+    positions: Positions
     imports: ImportMap
     structure: Structure
     roles: RoleTable
@@ -69,12 +72,14 @@ class ModuleModel:
     _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
     _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
     _scale_vars: Set[str] = field(default_factory=set)
+    _shared_windows: Set[int] = field(default_factory=set)  # ids of window tests that are one window (accelerate's)
+    in_group_loop: Set[int] = field(default_factory=set)  # ids of event nodes inside `for opt in optimizers:`
     _conditions: Dict[int, tuple] = field(default_factory=dict)
     _assigned: Dict[int, Dict[str, List[int]]] = field(default_factory=dict)
     # Facts computed once per module and read many times (DESIGN.md: no fact recomputed per event).
     _memo: Dict[tuple, object] = field(default_factory=dict)
 
-    def _remember(self, key: tuple, compute):
+    def remember(self, key: tuple, compute):
         """The memoized value of a fact, computed on first use."""
         if key not in self._memo:
             self._memo[key] = compute()
@@ -84,7 +89,7 @@ class ModuleModel:
 
     def of_kind(self, *kinds: str) -> List[Event]:
         """Events of `kinds` in program order (a shared list: read it, do not change it)."""
-        return self._remember(("of_kind",) + kinds, lambda: [e for e in self.events if e.kind in kinds])
+        return self.remember(("of_kind",) + kinds, lambda: [e for e in self.events if e.kind in kinds])
 
     @cached_property
     def _iterations(self) -> Dict[tuple, List[Event]]:
@@ -104,7 +109,7 @@ class ModuleModel:
             for node, site in self.structure.statements:
                 found[id(site.scope)].append((node, site))
             return found
-        return self._remember(("statements_of",), compute).get(id(scope), [])
+        return self.remember(("statements_of",), compute).get(id(scope), [])
 
     def events_in(self, scope: Scope, *kinds: str) -> List[Event]:
         """Events of `kinds` in one scope, in program order."""
@@ -113,7 +118,7 @@ class ModuleModel:
             for event in self.of_kind(*kinds):
                 found[id(event.site.scope)].append(event)
             return found
-        return self._remember(("events_in",) + kinds, compute).get(id(scope), [])
+        return self.remember(("events_in",) + kinds, compute).get(id(scope), [])
 
     # -- guards ----------------------------------------------------------------------------------
 
@@ -227,6 +232,7 @@ class ModuleModel:
         return any(
             g is boundary or g.test is boundary.test and g.negated == boundary.negated
             or self.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self._unchanged(boundary, g, update.scope)
+            or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
             for g in other.guards
         )
 
@@ -255,6 +261,8 @@ class ModuleModel:
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
+        if "steplint:" not in self.source.text:  # no intent comment anywhere: no need to place the call
+            return self.settings.schedule_basis
         first, last = self.rows(event.site.statement)
         return intent_basis(self.source, range(first, last + 1)) or self.settings.schedule_basis
 
@@ -291,10 +299,24 @@ class ModuleModel:
         """Two events on one object (the same scaler or optimizer), by its key in their scopes."""
         return a.subject is not None and b.subject is not None and self.roles.key(a.subject, a.site.scope) == self.roles.key(b.subject, b.site.scope)
 
+    def object_key(self, event: Event) -> object:
+        """What `same_object` compares: the subject's key in its scope (a fresh marker without a subject)."""
+        return self.roles.key(event.subject, event.site.scope) if event.subject is not None else object()
+
+    def by_object(self, kind: str) -> Dict[object, List[Event]]:
+        """Events of a kind grouped by `object_key`: the events on each object, in program order."""
+        def compute():
+            found: Dict[object, List[Event]] = defaultdict(list)
+            for event in self.of_kind(kind):
+                if event.subject is not None:
+                    found[self.object_key(event)].append(event)
+            return found
+        return self.remember(("by_object", kind), compute)
+
     def batch_indices(self, loop, counters: bool = True) -> Set[str]:
         """Keys that count the batches of a loop: `i` of `for i, batch in enumerate(loader)`, and
         (with `counters`) counters advanced every batch, under no window boundary, in it."""
-        return self._remember(("batch_indices", id(loop), counters), lambda: self._batch_indices(loop, counters))
+        return self.remember(("batch_indices", id(loop), counters), lambda: self._batch_indices(loop, counters))
 
     def _batch_indices(self, loop, counters: bool) -> Set[str]:
         keys: Set[str] = set()
@@ -333,23 +355,40 @@ class ModuleModel:
 
     def checkpoint(self, save: Event) -> Optional[Checkpoint]:
         """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""
-        return self._remember(("checkpoint", id(save)), lambda: checkpoint_contents(self, save))
+        return self.remember(("checkpoint", id(save)), lambda: checkpoint_contents(self, save))
 
     def saved_under(self) -> Dict[str, str]:
         """Role key -> checkpoint key, for what the module's visible checkpoints store."""
-        return self._remember(("saved_under",), lambda: saved_under(self))
+        return self.remember(("saved_under",), lambda: saved_under(self))
 
     def restored_from_checkpoint(self) -> set:
         """Keys of names the module assigns from a checkpoint read."""
-        return self._remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
+        return self.remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
+
+    def state_loaded(self, key: str) -> bool:
+        """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
+        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
+        loaded = self.remember(("state_loaded",), lambda: state_loaded_keys(self))
+        return key in loaded or any(k.startswith(key + ".") for k in loaded)
+
+    def update_left_to_callers(self, step: Event) -> bool:
+        """A helper steps a scaler it is given, and updating it is its callers' business: a caller in
+        the project updates it after the call, or no caller is in the project to tell."""
+        project, scope = self.roles.project, step.site.scope
+        if project is None or not isinstance(step.subject, cst.Name) or scope.parent is not None:
+            return False
+        name = step.subject.value
+        if name not in {p.name.value for p in scope.params} or scope.owner_of(name) is not scope:
+            return False
+        return name in project.caller_updates.get(scope.name, ()) or scope.name not in project.called
 
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""
-        return self._remember(("step_state", id(scope)), lambda: step_state(self, scope))
+        return self.remember(("step_state", id(scope)), lambda: step_state(self, scope))
 
     def counter_keys(self) -> Set[str]:
         """Keys of the update counters that feed a schedule, an LR, a checkpoint or the end of the run."""
-        return self._remember(("counter_keys",), lambda: counter_keys(self))
+        return self.remember(("counter_keys",), lambda: counter_keys(self))
 
     def visible(self, key: str, scope: Scope) -> bool:
         """A role key that code in `scope` can name: its own, its class's, or a global."""
@@ -369,7 +408,7 @@ class ModuleModel:
             return frozenset(
                 k for k in (self.roles.key(sub, scope) for sub in walk_expressions(expr) if isinstance(sub, (cst.Name, cst.Attribute))) if k
             )
-        return self._remember(("keys_in", id(expr), id(scope)), compute)
+        return self.remember(("keys_in", id(expr), id(scope)), compute)
 
     def mentions(self, expr: cst.CSTNode, scope: Scope, key: str) -> bool:
         return key in self.keys_in(expr, scope)
@@ -429,7 +468,7 @@ class ModuleModel:
         key = self.roles.key(increment.subject, scope)
         if key is None:
             return set()
-        return self._remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
+        return self.remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
 
     def _derived_keys(self, scope: Scope, key: str) -> Set[str]:
         derived = {key}
@@ -488,6 +527,12 @@ class ModuleModel:
                     if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
                         found.add(self.roles.key(target.target.value, site.scope) or "")
         return found
+
+    @staticmethod
+    def stores_data_position(call: cst.Call) -> bool:
+        """A saver handed the batch size with the index (`save_checkpoint(..., step=i + 1,
+        batch_size=bs)`) stores where the data stands, in batches: the right unit for that."""
+        return any(_DATA_SIZE.search(a.keyword.value if a.keyword else dotted(a.value) or "") for a in call.args)
 
     @cached_property
     def _data_positions(self) -> Set[str]:
@@ -575,7 +620,7 @@ class ModuleModel:
         for node, site in self.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 kinds = self._kinds_of(node.value, site.scope)
-                if kinds & {COMMIT_GATE, GUESSED_GATE}:
+                if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
                     self._flags[self.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
         for event in self.of_kind(SKIPPABLE_STEP):
             if event.gate_var:
@@ -602,6 +647,21 @@ class ModuleModel:
                 for guard in site.guards:
                     if (id(site.scope), self.condition(guard.test)[0]) in windows:
                         self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
+
+    def _accelerate(self, found: AccelerateWindows) -> None:
+        """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
+        window with `if accelerator.sync_gradients:`. Without accumulation `sync_gradients` is always true."""
+        for event in self.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self._kinds[id(guard.test)] = frozenset({WINDOW_BOUNDARY})
+                self._shared_windows.add(id(guard.test))
+        for test, accumulating in found.sync_tests.items():
+            if accumulating:
+                self._shared_windows.add(test)
+            else:
+                self._kinds[test] = self._kinds.get(test, frozenset()) - {WINDOW_BOUNDARY}
 
     def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
         return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
@@ -694,16 +754,21 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     return found
 
 
-def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
+def build_model(source: Source, module: cst.Module, settings, project=None) -> ModuleModel:
+    """The model of a module; `project` (a steplint.project ModuleContext) adds what the rest of the
+    project tells about its calls and parameters."""
     forget_children()
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
     imports = ImportMap(module)
     structure = walk_module(module)
-    roles = RoleTable(imports, structure, settings.role_names())
+    positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
+    roles = RoleTable(imports, structure, settings.role_names(), project)
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.events = collect_events(structure, roles, frozenset(helpers))
+    if project is not None:
+        from steplint.project.events import call_events  # the project package builds on the model
+
+        model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
     if not _FP16_MENTIONED.search(source.text):
         # A DeepSpeed engine skips only with fp16 on, set in a JSON config we cannot see; with no
         # sign of fp16 in the module, its step is taken as a plain one (silence over a guess).
@@ -711,4 +776,6 @@ def build_model(source: Source, module: cst.Module, settings) -> ModuleModel:
             if event.strategy == "deepspeed":
                 event.kind = OPTIMIZER_STEP
     model._classify_guards()
+    model._accelerate(accelerate_windows(model))
+    model.in_group_loop = resite_group_events(model)
     return model

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.events import COUNTER_INCREMENT, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 from steplint.model.syntax import walk_expressions
 
@@ -26,21 +26,17 @@ class Checkpoint:
 
 
 def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
-    if not isinstance(save.node, cst.Call) or model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
+    if save.via is not None:
+        from steplint.project.checkpoints import saved_through  # a saver elsewhere in the project
+
+        found = saved_through(model, save, stored_contents)
+    elif not isinstance(save.node, cst.Call) or model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
         return None
-    scope = save.site.scope
-    stored = save.node.args[0].value
-    if isinstance(stored, cst.Dict):
-        entries = _entries(stored)  # None for `{**self.ckpt, **updates}`: the contents are not visible
-        found = Checkpoint(save, entries, dict_node=stored) if entries is not None else None
-    elif isinstance(stored, cst.Name):
-        found = _built_up(model, save, stored.value)
-    elif isinstance(stored, cst.Call):
-        found = _from_state_dict_method(model, save, stored)
     else:
-        found = None
+        found = stored_contents(model, save, save.node.args[0].value)
     if found is None:
         return None
+    scope = save.site.scope
     for value in found.entries.values():
         for sub in walk_expressions(value):
             if isinstance(sub, (cst.Name, cst.Attribute)):
@@ -50,6 +46,21 @@ def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoin
                 if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                     found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
     return found
+
+
+def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpression) -> Optional[Checkpoint]:
+    """What `save` stores when it stores `stored`: a dict literal, a dict built key by key, `self.state_dict()`."""
+    if isinstance(stored, cst.Dict):
+        entries = _entries(stored)
+        return Checkpoint(save, entries, dict_node=stored) if entries is not None else None
+    if isinstance(stored, cst.Name):
+        return _built_up(model, save, stored.value)
+    if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Name) and stored.func.value == "dict":
+        keywords = {a.keyword.value: a.value for a in stored.args if a.keyword is not None}
+        return Checkpoint(save, keywords) if len(keywords) == len(stored.args) else None  # `dict(**extra)`: not all visible
+    if isinstance(stored, cst.Call):
+        return _from_state_dict_method(model, save, stored)
+    return None
 
 
 def _entries(node: cst.Dict) -> Optional[Dict[str, cst.BaseExpression]]:
@@ -94,7 +105,7 @@ def _assignments_to(model: "ModuleModel") -> Dict[tuple, list]:
                 found.setdefault((id(site.scope), target.value), []).append((node, site))
         return found
 
-    return model._remember(("assignments_to",), compute)
+    return model.remember(("assignments_to",), compute)
 
 
 def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -> Optional[Checkpoint]:
@@ -139,13 +150,13 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
 
     def compute() -> Dict[str, list]:
         ranked: Dict[tuple, int] = {}
-        for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD):
+        for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD, HELPER_STATE):
             key = model.roles.key(event.subject, event.site.scope) if event.subject is not None else None
             role = event.role
             if key is None or role is None:
                 continue
             # (a scheduler built with `last_epoch=` a resumed position is restored by its construction)
-            if event.kind == SCHEDULER_STEP and role.kind == SCHEDULER and not (
+            if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (
                 role.prepared or role.engine_owned or role.positioned or key in model.positioned_by_assignment
             ):
                 kind = "scheduler"
@@ -161,7 +172,7 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             found.setdefault(key.split(":", 1)[0], []).append((rank, kind, key))
         return found
 
-    return model._remember(("step_state_by_owner",), compute)
+    return model.remember(("step_state_by_owner",), compute)
 
 
 
@@ -191,6 +202,15 @@ def restored_from_checkpoint(model: "ModuleModel") -> set:
             isinstance(s, cst.Subscript) or (isinstance(s, cst.Call) and isinstance(s.func, cst.Attribute) and s.func.attr.value == "get")
             for s in walk_expressions(node.value)
         )
-        if reads:
+        if reads or not found.isdisjoint(model.keys_in(node.value, site.scope)):  # or through a temporary
             found.update(model.roles.key(t.target, site.scope) for t in node.targets)
+    return found
+
+
+def state_loaded_keys(model: "ModuleModel") -> set:
+    """Keys of every object whose `load_state_dict(...)` the module calls, whatever its role."""
+    found = {model.roles.key(e.subject, e.site.scope) for e in model.of_kind(STATE_LOAD)}
+    for call, site in model.structure.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict":
+            found.add(model.roles.key(call.func.value, site.scope))
     return found

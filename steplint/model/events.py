@@ -8,9 +8,9 @@ from typing import List, Optional
 
 import libcst as cst
 
-from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
+from steplint.model.roles import ACCELERATOR, EMA, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
-from steplint.model.syntax import dotted, last_name, positional, walk_expressions
+from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
 
 SKIPPABLE_STEP = "skippable-step"  # an attempted update the framework may skip
 OPTIMIZER_STEP = "optimizer-step"  # a plain optimizer.step(): always commits
@@ -31,6 +31,8 @@ SKIP_FLAG_READ = "skip-flag-read"  # accelerator.optimizer_step_was_skipped
 STATE_LOAD = "state-load"  # optimizer/scheduler/scaler.load_state_dict(...)
 LOG = "log"  # print(...), logger.info(...), writer.add_scalar(...), wandb.log(...)
 COLLECTIVE = "collective"  # dist.all_reduce(x), accelerator.gather(x) / reduce(x)
+HELPER_STATE = "helper-state"  # a call of a project function that steps the scheduler or scaler it is given
+EMA_UPDATE = "ema-update"  # ema.update(model), averaged.update_parameters(model), ema_model.step(params)
 
 _LOG_CALLS = {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "log_dict", "log_metrics", "set_postfix"}
 _COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "gather", "gather_for_metrics", "all_gather_into_tensor"}
@@ -59,6 +61,7 @@ class Event:
     strategy: Optional[str] = None  # of a skippable step: scaler, loss-scaler, accelerate, deepspeed
     gate_var: Optional[str] = None  # the name that holds committed_step(...)'s result
     explicit_position: bool = False  # a scheduler told where it is: step(epoch), step_update(n), lr = f(n)
+    via: Optional[object] = None  # a call of a project function: the summarised effect it stands for (steplint.project)
 
     @property
     def order(self) -> int:
@@ -107,6 +110,13 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
     updates (`train_one_epoch`) is not one update."""
     updating = {id(e.site.scope) for e in events if e.kind == SKIPPABLE_STEP and not e.site.loops}
     known = {id(e.node) for e in events}  # committed_step(...) is an update already, with its gate
+    gates = {(id(e.site.scope), e.gate_var) for e in events if e.gate_var}
+    returns_commit, assigned_to = set(), {}  # helpers that `return committed`; call -> the name its result goes to
+    for node, site in structure.statements:
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and (id(site.scope), node.value.value) in gates:
+            returns_commit.add(id(site.scope))
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            assigned_to[id(node.value)] = node.targets[0].target.value
     found: List[Event] = []
     for _ in range(3):  # calls of calls
         added = False
@@ -114,7 +124,8 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
             callee = roles.callee(call.func, site.scope)
             if callee is not None and id(callee) in updating and id(call) not in known:
                 known.add(id(call))
-                found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL))
+                gate = assigned_to.get(id(call)) if id(callee) in returns_commit else None
+                found.append(Event(SKIPPABLE_STEP, call, site, subject=call.func, strategy=CALL, gate_var=gate))
                 if not site.loops and id(site.scope) not in updating:
                     updating.add(id(site.scope))
                     added = True
@@ -141,10 +152,14 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         obj, method = func.value, func.attr.value
         role = roles.of(obj, scope)
         kind = role.kind if role else None
+        if kind == EMA and method in ("update", "update_parameters", "step"):
+            return Event(EMA_UPDATE, call, site, obj, role)
         if method == "step":
             if kind == SCALER and args:
                 skips = role.enabled is not False
                 return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=args[0], strategy=SCALER)
+            if kind == OPTIMIZER and role.skips:  # apex dynamic loss scaling, or declared in configuration
+                return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
                 # A prepared optimizer skips its step on fp16 overflow. Without mixed_precision in the
                 # code it comes from `accelerate config`, which we cannot see: stay silent.
@@ -180,8 +195,9 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if roles.is_(func, scope, LOSS_SCALER) and len(args) >= 2:
             return Event(SKIPPABLE_STEP, call, site, func, roles.of(func, scope), optimizer=args[1], strategy=LOSS_SCALER)
         qualified = roles.qualified(func, scope)
-        if qualified in CLIP_FUNCTIONS and args:
-            return Event(CLIP, call, site, args[0])
+        parameters = args[0] if args else keyword(call, "parameters")
+        if qualified in CLIP_FUNCTIONS and parameters is not None:
+            return Event(CLIP, call, site, parameters)
         if _SAVE_CALL.search(name) or qualified == "torch.save":
             return Event(CHECKPOINT_SAVE, call, site, func)
         if _EVAL_CALL.search(name):

@@ -55,7 +55,8 @@ def condition_kinds(
             if any(is_scale_read(o) for o in operands):
                 kinds.add(GUESSED_GATE)
         elif isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo):
-            text = " ".join(filter(None, (dotted(n) for n in walk_expressions(sub) if isinstance(n, (cst.Name, cst.Attribute)))))
+            # the window length is the modulus: `(step // accum) % 2` alternates, it is no window
+            text = " ".join(filter(None, (dotted(n) for n in walk_expressions(sub.right) if isinstance(n, (cst.Name, cst.Attribute)))))
             kinds.add(WINDOW_BOUNDARY if _ACCUMULATION_NAME.search(text) else MODULO)
         elif isinstance(sub, (cst.Name, cst.Attribute)):
             name = last_name(sub) or ""

@@ -23,6 +23,9 @@ LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer,
 SCHEDULER = "scheduler"
 ACCELERATOR = "accelerator"
 ENGINE = "deepspeed-engine"
+SKIPPABLE_OPTIMIZER = "skippable-optimizer"  # declared in configuration: an optimizer whose step() a framework may skip
+APEX_SCALE_LOSS = "apex.amp.scale_loss"  # `with amp.scale_loss(loss, optimizer)`: apex skips that optimizer's step on overflow
+EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
 
 CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
 PRECISION_FROM_EXPRESSION = "expression"  # mixed_precision=args.mixed_precision: may be fp16
@@ -42,6 +45,11 @@ OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimiz
 OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.")
 SCHEDULER_FACTORY_TUPLES = {"timm.scheduler.create_scheduler", "timm.scheduler.create_scheduler_v2"}  # (scheduler, epochs)
 SCHEDULER_BASE_ANNOTATIONS = {"torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler"}
+EMA_CLASSES = {
+    "torch.optim.swa_utils.AveragedModel", "timm.utils.ModelEma", "timm.utils.ModelEmaV2", "timm.utils.ModelEmaV3",
+    "timm.utils.model_ema.ModelEma", "timm.utils.model_ema.ModelEmaV2", "timm.utils.model_ema.ModelEmaV3",
+    "diffusers.training_utils.EMAModel", "ema_pytorch.EMA", "torch_ema.ExponentialMovingAverage",
+}
 ACCELERATOR_CLASSES = {"accelerate.Accelerator", "accelerate.accelerator.Accelerator"}
 DEEPSPEED_INITIALIZE = "deepspeed.initialize"
 # Constructors from libraries whose `scaler`, `scheduler` and `step` mean something else.
@@ -66,6 +74,7 @@ class Role:
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
+    skips: Optional[str] = None  # who may skip this optimizer's step(): "apex" (amp.scale_loss), "declared" (configuration)
     constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
     positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
@@ -84,10 +93,11 @@ def optimizer_named(name: str) -> bool:
 class RoleTable:
     """Roles keyed by a reference in its scope: a local, a global, or `self.attr` of a class."""
 
-    def __init__(self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None) -> None:
+    def __init__(self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None) -> None:
         self.imports = imports
         self.structure = structure
         self.declared = declared or {}  # names the configuration says hold a role
+        self.project = project  # steplint.project.context.ModuleContext: roles from the rest of the project
         self.roles: Dict[str, Role] = {}
         self.foreign: set = set()
         self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
@@ -134,6 +144,7 @@ class RoleTable:
             role = replace(  # weaker evidence of the same role adds what it knows, never takes away
                 old,
                 prepared=old.prepared or role.prepared,
+                skips=old.skips or role.skips,
                 engine_owned=old.engine_owned or role.engine_owned,
                 accelerator=old.accelerator or role.accelerator,
                 mixed_precision=role.mixed_precision if old.mixed_precision is ... else old.mixed_precision,
@@ -153,6 +164,9 @@ class RoleTable:
                     self.maybe_none.add(self.key(param.name, scope))
         if self.declared:
             self._declared_roles()
+        for function, parameters in (self.project.parameter_roles if self.project else {}).items():
+            for name, kind in parameters.items():  # what the callers elsewhere in the project pass
+                self._set(f"{function}:{name}", Role(kind, USE))
         for _ in range(4):  # flow through assignments and calls converges in a few rounds
             changed = False
             for node, site in self.structure.statements:
@@ -160,6 +174,8 @@ class RoleTable:
             for call, site in self.structure.calls:
                 changed |= self._use(call, site.scope)
                 changed |= self._call_flow(call, site.scope)
+                for argument, kind in self.project.argument_roles(call, site.scope) if self.project else ():
+                    changed |= self._set(self.key(argument, site.scope), Role(kind, USE))
             if not changed:
                 break
 
@@ -172,7 +188,8 @@ class RoleTable:
                     continue
                 for kind, names in self.declared.items():
                     if text in names or text.split(".")[-1] in names:
-                        self._set(self.key(sub, site.scope), Role(kind, ANNOTATION))
+                        declared = Role(OPTIMIZER, ANNOTATION, skips="declared") if kind == SKIPPABLE_OPTIMIZER else Role(kind, ANNOTATION)
+                        self._set(self.key(sub, site.scope), declared)
 
     def _annotation_role(self, annotation: Optional[cst.Annotation], scope: Scope) -> Optional[Role]:
         if annotation is None:
@@ -208,8 +225,10 @@ class RoleTable:
             return Role(SCALER, CONSTRUCTOR, enabled=literal(keyword(call, "enabled")))
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
+        if qualified in EMA_CLASSES:
+            return Role(EMA, CONSTRUCTOR)
         if qualified in OPTIMIZER_FACTORIES or (
-            qualified.startswith(OPTIMIZER_MODULES) and tail[:1].isupper() and ".lr_scheduler" not in qualified
+            qualified.startswith(OPTIMIZER_MODULES) and tail[:1].isupper() and ".lr_scheduler" not in qualified and ".swa_utils" not in qualified
             and tail not in ("Optimizer", "swa_utils")
         ):
             return Role(OPTIMIZER, CONSTRUCTOR, fused=literal(keyword(call, "fused")) is True)
@@ -240,7 +259,8 @@ class RoleTable:
         if isinstance(value, (cst.Name, cst.Attribute)):
             return self.of(value, scope)
         if isinstance(value, cst.Call):
-            return self.constructed(value, scope)
+            returned = self.project.returned_role(value, scope) if self.project else None
+            return self.constructed(value, scope) or (Role(returned, USE) if returned else None)
         if isinstance(value, cst.IfExp):  # `GradScaler() if amp else None`: the object, when there is one
             roles = [self.value_role(v, scope) for v in (value.body, value.orelse) if not _is_none(v)]
             kinds = {r.kind for r in roles if r is not None}
@@ -329,6 +349,8 @@ class RoleTable:
         func = call.func
         changed = False
         args = positional(call)
+        if len(args) >= 2 and self.qualified(func, scope) == APEX_SCALE_LOSS:
+            changed |= self._set(self.key(args[1], scope), Role(OPTIMIZER, USE, skips="apex"))
         if isinstance(func, cst.Attribute):
             obj, method = func.value, func.attr.value
             name = dotted(obj) or ""

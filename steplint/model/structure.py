@@ -90,10 +90,11 @@ class Structure:
     while_loops: List[Tuple[cst.While, Site]] = field(default_factory=list)
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
     holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
+    top_of: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(statement or recorded node) -> its top-level statement
 
 
 def walk_module(module: cst.Module) -> Structure:
-    walker = _Walker()
+    walker = _Walker(module)
     top = Scope(node=module, name="<module>")
     walker.structure.scopes.append(top)
     walker.block(Block(module, module.body), top, (), (), ())
@@ -101,13 +102,18 @@ def walk_module(module: cst.Module) -> Structure:
 
 
 class _Walker:
-    def __init__(self) -> None:
+    def __init__(self, module: cst.Module) -> None:
         self.structure = Structure()
         self.order = 0
+        self.module = module
+        self.top: Optional[cst.CSTNode] = None  # the top-level statement being walked
 
     def block(self, block: Block, scope: Scope, loops, guards, trail) -> None:
         guards = tuple(guards)
         for statement in block.statements:
+            if block.owner is self.module:
+                self.top = statement
+            self.structure.top_of[id(statement)] = self.top
             here = trail + ((block, statement),)
             self.statement(statement, scope, loops, guards, here)
             exit_guard = _early_exit_guard(statement)
@@ -121,6 +127,7 @@ class _Walker:
     def record(self, node: cst.CSTNode, site: Site, scope: Scope) -> None:
         self.structure.statements.append((node, site))
         self.structure.site_of[id(node)] = site
+        self.structure.top_of[id(node)] = self.top
         holder = self.structure.holder
         for sub in walk_expressions(node):
             holder.setdefault(id(sub), node)
@@ -169,6 +176,7 @@ class _Walker:
             self.body(statement.body, statement, _ClassScope(scope, statement.name.value), loops, guards, trail)
 
     def if_statement(self, statement: cst.If, scope, loops, guards, trail) -> None:
+        self.structure.top_of[id(statement)] = self.top
         self.record(statement.test, self.site(scope, loops, guards, trail), scope)
         raises = _ends_in(statement.body, (cst.Raise,))
         self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement, raises=raises),), trail)

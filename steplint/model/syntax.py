@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
@@ -51,6 +52,29 @@ def literal(expr: Optional[cst.BaseExpression]) -> object:
 # many times, so each node's children are computed once. Held for one module at a time (nodes hash
 # by identity, and the references keep their ids from being reused while cached).
 _CHILDREN: Dict[cst.CSTNode, Tuple[cst.CSTNode, ...]] = {}
+# LibCST's `children` rebuilds the node through a visitor, which costs more than the parse over a
+# module. The same children, in the same (lexical) order, are the node's fields that its
+# `_visit_and_replace_children` visits, in the order it names them: read once per node class from
+# that method's string constants (tests/test_syntax.py compares with LibCST over whole modules).
+_FIELD_ORDER: Dict[type, Tuple[str, ...]] = {}
+
+
+def children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """`node.children`, without the visit."""
+    kind = type(node)
+    order = _FIELD_ORDER.get(kind)
+    if order is None:
+        fields = {f.name for f in dataclasses.fields(kind)}
+        constants = kind._visit_and_replace_children.__code__.co_consts
+        order = _FIELD_ORDER[kind] = tuple(c for c in constants if isinstance(c, str) and c in fields)
+    found: List[cst.CSTNode] = []
+    for name in order:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return found
 
 
 def forget_children() -> None:
@@ -66,10 +90,10 @@ def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield current
         if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and current is not node:
             continue
-        children = _CHILDREN.get(current)
-        if children is None:
-            children = _CHILDREN[current] = tuple(reversed(current.children))
-        stack.extend(children)
+        below = _CHILDREN.get(current)
+        if below is None:
+            below = _CHILDREN[current] = tuple(reversed(children(current)))
+        stack.extend(below)
 
 
 def names_in(node: cst.CSTNode) -> Iterator[str]:

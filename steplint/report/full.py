@@ -7,17 +7,18 @@ from typing import Dict, List
 import click
 
 from steplint.diagnostic import Diagnostic
-from steplint.source import Source
+from steplint.source import source_reader
 
 
 def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
     parts = []
+    source_of = source_reader(sources)
     for d in diagnostics:
         head = f"{click.style(d.path, bold=True)}:{d.location}: {click.style(d.code, fg='red', bold=True)} {d.message}"
         parts.append(head)
         text = sources.get(d.path)
         if text is not None:
-            source = Source(d.path, text)
+            source = source_of(d.path)
             line = source.line(source.position(d.start)[0])  # (d.row counts within a notebook's cell)
             gutter = str(d.row)
             pad = " " * len(gutter)

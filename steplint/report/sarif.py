@@ -9,7 +9,7 @@ from typing import Dict, List
 from steplint import __version__
 from steplint.diagnostic import Diagnostic
 from steplint.rule import all_rules
-from steplint.source import Source
+from steplint.source import Source, source_reader
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -28,8 +28,9 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
     rules = list(all_rules().values())
     index = {r.code: i for i, r in enumerate(rules)}
     results = []
+    source_of = source_reader(sources)
     for d in diagnostics:
-        source = Source(d.path, sources.get(d.path, ""))
+        source = source_of(d.path)
         result = {
             "ruleId": d.code,
             "ruleIndex": index[d.code],

@@ -1,0 +1,77 @@
+"""## What it does
+Finds a scheduler whose length (`num_training_steps`, `total_steps`, `T_max`, `total_iters`,
+`steps_per_epoch`, `max_steps`) is computed from `len(loader)` of the loop it steps in, while it
+steps once per accumulation window (`if (i + 1) % accum == 0:`). The scheduler is known by its
+constructor and its length is read through the assignments that computed it; a length that reads
+the window length or divides anything is taken to be in windows already.
+
+## Why is this bad?
+The schedule is laid out over `len(loader) * epochs` steps but receives `1/accum` of them: a linear
+decay ends at `1 - 1/accum` of its way, a cosine never reaches its floor, a one-cycle policy stays in
+its warmup or first half. The run ends with the learning rate the recipe meant for its middle.
+
+The reverse (a length in windows, stepped every batch) is reported by SL103: there the stepping, not
+the length, is what is wrong.
+
+## Example
+```python
+scheduler = get_linear_schedule_with_warmup(optimizer, 100, len(loader) * epochs)
+for epoch in range(epochs):
+    for i, batch in enumerate(loader):
+        (model(batch) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+```
+
+## Use instead
+```python
+scheduler = get_linear_schedule_with_warmup(optimizer, 100, (len(loader) // accum) * epochs)
+```
+
+## Fix safety
+Unsafe: the fix divides `len(loader)` by the window length, which changes the run's schedule (that
+is its point) and anything else computed from the same expression. It is offered only when the
+window is `(i + 1) % accum` on the `enumerate` index of the loop, so that `len(loader) // accum` is
+exactly the number of windows per epoch; a runtime test shows the fixed one-cycle schedule then
+ends on its last step, with its final learning rate. Where a warmup length is in batches too, it is
+left for you to change.
+"""
+
+from steplint.fixes import UNSAFE, Edit, Fix
+from steplint.model import SCHEDULER_STEP
+from steplint.model.windows import assignments, counts_from_zero, indexes_its_loop, modulo_boundary, schedule_length_in_batches, visible_before
+from steplint.rule import Finding, rule
+
+
+@rule("SL107", "schedule-length-unit-mismatch", "Scheduler length counted in batches while it steps once per accumulation window", fix="unsafe")
+def check(model):
+    reported = set()
+    windowed = [(e, model.window(e.site)) for e in model.of_kind(SCHEDULER_STEP) if model.window(e.site) is not None]
+    candidates = [(e, modulo_boundary(model, w)) for e, w in windowed if model.per_update_scheduler(e)]
+    known = assignments(model) if candidates else None
+    for event, boundary in candidates:
+        length = schedule_length_in_batches(model, known, event, boundary) if boundary is not None else None
+        if length is None or id(length.constructor) in reported:
+            continue
+        reported.add(id(length.constructor))
+        accum = model.text(boundary.length)
+        loader_length = model.text(length.loader_length)
+        argument = model.text(length.argument)
+        counted = "" if loader_length in argument else f" (from `{loader_length}`)"
+        message = (
+            f"`{model.text(event.subject)}`'s length `{argument}` counts batches{counted}, but it steps once per window "
+            f"(`{model.text(boundary.guard.test)}`): the schedule runs `{accum}` times too slowly and stops short of its end"
+        )
+        yield Finding(length.argument, message, _rescale(model, known, length, boundary, loader_length, accum))
+
+
+def _rescale(model, known, length, boundary, loader_length, accum):
+    """`len(loader)` -> `(len(loader) // accum)` when that is exactly the windows per epoch."""
+    exact = boundary.shifted and indexes_its_loop(boundary) and counts_from_zero(model, boundary)
+    order = model.order_of_expression(length.loader_length)
+    if not exact or order is None or not visible_before(known, boundary.length, length.site.scope, order):
+        return None
+    start, end = model.span(length.loader_length)
+    return Fix(f"Count windows: `({loader_length} // {accum})`", UNSAFE, (Edit(start, end, f"({loader_length} // {accum})"),))

@@ -1,0 +1,61 @@
+"""## What it does
+Finds an accumulation window tested as `step % accum == 0` after the backward, where `step` counts
+micro-batches from 0: `enumerate(loader)` without a start, `range(n)`, or a counter set to 0 and
+incremented after the test.
+
+## Why is this bad?
+On the first micro-batch `0 % accum == 0` holds, so the first update is made from one micro-batch
+instead of `accum`, and every later window ends one micro-batch early relative to the data: with a
+per-epoch `enumerate` the last window of each epoch is cut short and the first of the next one is a
+single batch. The loss was divided by `accum`, so that first update is also `accum` times too small.
+
+## Example
+```python
+for step, batch in enumerate(loader):
+    (model(batch) / accum).backward()
+    if step % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+```
+
+## Use instead
+```python
+for step, batch in enumerate(loader):
+    (model(batch) / accum).backward()
+    if (step + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+```
+
+Silent for indices that count from 1 (`enumerate(loader, 1)`, a counter incremented before the
+test), for `(step + 1) % accum`, for a test that also reads the index (`step > 0 and ...`), for a test
+before the backward (which steps the previous window), and when gradients are cleared every batch.
+
+## Fix safety
+The fix tests `(step + 1) % accum == 0`. Safe: a runtime test shows every window, the first
+included, then holds `accum` micro-batches. Unsafe when the window block itself reads `step`
+(a checkpoint name, a logged step): those values move with the boundary.
+
+## References
+- [Gradient accumulation](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
+"""
+
+from steplint.fixes import SAFE, UNSAFE, Edit, Fix
+from steplint.model.windows import accumulates, counts_from_zero, reads_in_window, update_boundaries
+from steplint.rule import Finding, rule
+
+
+@rule("SL108", "window-boundary-off-by-one", "Accumulation window tested as `step % accum == 0` with `step` counting from 0", fix="sometimes")
+def check(model):
+    for boundary, update in update_boundaries(model):
+        if boundary.shifted or not counts_from_zero(model, boundary) or not accumulates(model, boundary):
+            continue
+        counter = boundary.counter
+        test = model.text(boundary.comparison)
+        start, end = model.span(counter)
+        applicability = UNSAFE if reads_in_window(model, boundary) else SAFE
+        shifted = f"({counter.value} + 1)"
+        title = f"Test `{shifted}{test[end - model.span(boundary.comparison)[0]:]}`"
+        fix = Fix(title, applicability, (Edit(start, end, shifted),))
+        message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text(boundary.length)}`"
+        yield Finding(boundary.comparison, message, fix)

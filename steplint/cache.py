@@ -1,0 +1,105 @@
+"""A content-hash cache of each file's diagnostics (with their fixes), like ruff's.
+
+An entry is keyed by what decides the diagnostics: the file's path and text, the effective settings,
+steplint's version and the summaries of the modules the file depends on (the project index passes
+them in; without it, none). It lives in `.steplint_cache/` at the project root (the folder of the
+configuration file, else the working folder), or in the `cache-dir` setting or `STEPLINT_CACHE_DIR`.
+
+Entries are JSON, never trusted: one that does not read back as the diagnostics of its own key is a
+miss, and the next run overwrites it. Writes go to a temporary file renamed into place, so runs in
+parallel cannot leave a torn entry. Only checks use it; fixing always analyses afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from typing import Iterable, List, Optional
+
+from steplint import __version__
+from steplint.diagnostic import Diagnostic
+from steplint.fixes import Edit, Fix
+
+CACHE_DIR_NAME = ".steplint_cache"
+ENVIRONMENT = "STEPLINT_CACHE_DIR"
+_FORMAT = 1
+
+
+def cache_key(path: str, text: str, settings: object, dependencies: Iterable[str] = ()) -> str:
+    """The key of one file's entry. `dependencies`: the summaries (any stable text) of the modules
+    it depends on, so that editing one of them misses the entries of its dependents."""
+    digest = hashlib.sha256()
+    for part in (f"steplint {__version__} format {_FORMAT}", os.path.abspath(path), repr(settings), *dependencies):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def cache_dir(settings) -> str:
+    """Where a file checked with `settings` keeps its entries."""
+    return settings.cache_dir or os.environ.get(ENVIRONMENT) or os.path.join(settings.root, CACHE_DIR_NAME)
+
+
+def load(directory: str, key: str) -> Optional[List[Diagnostic]]:
+    """The cached diagnostics of a key, or None for a miss (absent, corrupted or foreign)."""
+    try:
+        with open(_entry(directory, key), encoding="utf-8") as handle:
+            data = json.load(handle)
+        if data["key"] != key or data["format"] != _FORMAT:
+            return None
+        return [_diagnostic(d) for d in data["diagnostics"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store(directory: str, key: str, diagnostics: List[Diagnostic]) -> None:
+    """Write an entry atomically; a cache that cannot be written is no cache, not an error."""
+    data = {"format": _FORMAT, "key": key, "diagnostics": [_plain(d) for d in diagnostics]}
+    path = _entry(directory, key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _mark(directory)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(data, out)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError:
+        pass
+
+
+def _entry(directory: str, key: str) -> str:
+    return os.path.join(directory, key[:2], key)
+
+
+def _mark(directory: str) -> None:
+    """Keep the cache out of version control and backups, as ruff does."""
+    ignore = os.path.join(directory, ".gitignore")
+    if not os.path.exists(ignore):
+        with open(ignore, "w", encoding="utf-8") as out:
+            out.write("# Automatically created by steplint.\n*\n")
+        with open(os.path.join(directory, "CACHEDIR.TAG"), "w", encoding="utf-8") as out:
+            out.write("Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by steplint.\n")
+
+
+def _plain(d: Diagnostic) -> dict:
+    fields = dict(vars(d))
+    if d.fix is not None:
+        fields["fix"] = {**vars(d.fix), "edits": [list(vars(e).values()) for e in d.fix.edits]}
+    return fields
+
+
+def _diagnostic(fields: dict) -> Diagnostic:
+    fix = fields.get("fix")
+    if fix is not None:
+        fix = Fix(fix["title"], fix["applicability"], tuple(Edit(*e) for e in fix["edits"]), fix["group"])
+    diagnostic = Diagnostic(**{**fields, "fix": fix})
+    if not all(isinstance(getattr(diagnostic, name), int) for name in ("start", "end", "row", "column", "end_row", "end_column")):
+        raise TypeError("not an entry of this cache")
+    return diagnostic

@@ -1,0 +1,242 @@
+"""Building the project index of a run: which files belong to the project, the summary of each
+(parsed only when its text could hold a step effect, cached by content hash), and the index."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional
+
+import libcst as cst
+
+from steplint import __version__
+from steplint.config import CONFIG_NAMES, ConfigError
+from steplint.files import SKIPPED_DIRS, FileError, read_text
+from steplint.model import build_model
+from steplint.project.context import ModuleContext
+from steplint.project.index import ProjectIndex
+from steplint.project.summarize import summarize
+from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
+from steplint.source import Source
+
+MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
+MAX_FILE_BYTES = 1_000_000
+CACHE_FOLDER = os.path.join(".steplint_cache", "project")
+# A module without any of these words has no step effect to summarise (and no call that passes one on).
+_SUMMARY_PREFILTER = re.compile(r"\.step\(|(?i:scaler)|save|load_state_dict|clip_grad|\.backward\(|all_reduce|all_gather|reduce_|\+= *1\b|optim\.|lr_scheduler")
+_PARALLEL_FROM = 16  # modules to summarise; below this a process pool costs more than it saves
+
+
+@dataclass
+class BuiltIndex:
+    index: ProjectIndex
+    root: str
+    notes: List[str] = field(default_factory=list)  # what was left out, for the user
+
+    def context_for(self, path: str):
+        relative = _relative(path, self.root)
+        return self.index.context_for(relative) if relative is not None else None
+
+
+def project_root(path: str) -> str:
+    """The folder of the project a file belongs to: of its configuration file, else its git root,
+    else the folder that holds its outermost package (or its own folder)."""
+    return _marked_root(path) or _package_root(path)
+
+
+def _marked_root(path: str) -> Optional[str]:
+    folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
+    while True:
+        if any(os.path.isfile(os.path.join(folder, name)) for name in CONFIG_NAMES + ("pyproject.toml",)) or os.path.exists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def _package_root(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
+    """(root, Python files of the project of `path`, whether some were left out). A project marked
+    by a configuration file or a git root is walked whole (default-excluded folders skipped); an
+    unmarked folder (a script in /tmp) only with its packages, not every folder below it."""
+    marked = _marked_root(path)
+    root = marked or _package_root(path)
+    found: List[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")
+                         and (marked or os.path.isfile(os.path.join(folder, d, "__init__.py"))))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                if len(found) == limit:
+                    return root, found, True
+                found.append(os.path.join(folder, name))
+    return root, found, False
+
+
+def index_for_run(files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None) -> Optional[BuiltIndex]:
+    """The index of a run: its files, and when it checks one file (or stdin), the other Python
+    files of that file's project too (at most MAX_PROJECT_FILES of them)."""
+    if not files:
+        return None
+    notes = []
+    if len(files) == 1:
+        root, others, cut = project_files(files[0])
+        if cut:
+            notes.append(f"{root} has more than {MAX_PROJECT_FILES} Python files: calls out of {files[0]} are followed into the first {MAX_PROJECT_FILES} only")
+        paths = files + [p for p in others if not _excluded(excluded, p)]
+    else:
+        common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in files])
+        root = project_root(common)
+        if any(_relative(p, root) is None for p in files):
+            root = common
+        paths = files
+    built = build_index(paths, root, texts)
+    built.notes = notes
+    return built
+
+
+def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
+    try:
+        return excluded(path)
+    except ConfigError:
+        return True  # a folder with a broken configuration of its own: not read for summaries
+
+
+def build_index(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True) -> BuiltIndex:
+    """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
+    from disk (a buffer piped in)."""
+    from steplint.config import Settings
+
+    settings = settings or Settings()
+    texts = dict(texts or {})
+    store = _Store(root) if cache else None
+    jobs: Dict[str, tuple] = {}  # relative path -> (text, roles its callers give)
+    for path in paths:
+        relative = _relative(path, root)
+        if relative is None or relative in jobs:
+            continue
+        text = texts.get(path)
+        if text is None:
+            try:
+                if os.path.getsize(path) > MAX_FILE_BYTES:
+                    continue
+                text = read_text(path).text
+            except (OSError, FileError):
+                continue
+        if _SUMMARY_PREFILTER.search(text) or relative.endswith("__init__.py"):
+            jobs[relative] = (text, None)
+    summaries = _summaries(jobs, settings, store)
+    index = ProjectIndex(summaries)
+    # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
+    # summarise the modules whose callers give them one again, with those roles.
+    again = {}
+    for relative in summaries:
+        roles = index.parameter_roles(relative)
+        if roles:
+            again[relative] = (jobs[relative][0], ModuleContext(relative, parameter_roles=roles))
+    if again:
+        summaries.update(_summaries(again, settings, store))
+        index = ProjectIndex(summaries)
+    if store is not None:
+        store.flush()
+    return BuiltIndex(index, root)
+
+
+def _summaries(jobs: Dict[str, tuple], settings, store) -> Dict[str, ModuleSummary]:
+    """Summaries from the cache, the rest computed (in worker processes when there are many)."""
+    found: Dict[str, ModuleSummary] = {}
+    missing = []
+    for relative, (text, roles) in jobs.items():
+        key = _key(relative, text, roles)
+        if store is not None and key in store:
+            found[relative] = store[key]
+        else:
+            missing.append((key, relative, text, roles))
+    workers = os.cpu_count() or 1
+    arguments = ([m[1] for m in missing], [m[2] for m in missing], [settings] * len(missing), [m[3] for m in missing])
+    if len(missing) >= _PARALLEL_FROM and workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            computed = list(pool.map(summarize_text, *arguments, chunksize=4))
+    else:
+        computed = list(map(summarize_text, *arguments))
+    for (key, relative, _, _), summary in zip(missing, computed):
+        if summary is not None:
+            found[relative] = summary
+            if store is not None:
+                store[key] = summary
+    return found
+
+
+def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
+    given = roles.fingerprint() if roles is not None else ""
+    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{relative}\0{given}\0{text}".encode()).hexdigest()
+
+
+def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None) -> Optional[ModuleSummary]:
+    """The summary of one module's text (with the roles its callers give its parameters), or None
+    when it does not parse or nests too deeply to analyse."""
+    try:
+        module = cst.parse_module(text)
+        return summarize(build_model(Source(relative, text), module, settings, roles), relative)
+    except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
+        return None  # the file's own lint reports it (SL001); the project just knows less of it
+
+
+def _relative(path: str, root: str) -> Optional[str]:
+    relative = os.path.relpath(os.path.abspath(path), root)
+    return None if relative.startswith("..") else relative.replace(os.sep, "/")
+
+
+class _Store:
+    """Summaries by content hash, in one JSON file under the project's .steplint_cache/."""
+
+    def __init__(self, root: str) -> None:
+        self.path = os.path.join(root, CACHE_FOLDER, "summaries.json")
+        self.data: Dict[str, dict] = {}
+        self.used: set = set()  # what this run read or wrote: the rest is stale and dropped on flush
+        self.dirty = False
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                self.data = json.load(handle)
+        except (OSError, ValueError):
+            self.data = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.data
+
+    def __getitem__(self, key: str) -> ModuleSummary:
+        self.used.add(key)
+        return ModuleSummary.from_dict(self.data[key])
+
+    def __setitem__(self, key: str, summary: ModuleSummary) -> None:
+        self.used.add(key)
+        self.data[key] = summary.to_dict()
+        self.dirty = True
+
+    def flush(self) -> None:
+        if not self.dirty and self.used == set(self.data):
+            return
+        self.data = {k: v for k, v in self.data.items() if k in self.used}
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            ignore = os.path.join(os.path.dirname(os.path.dirname(self.path)), ".gitignore")
+            if not os.path.exists(ignore):  # as ruff does: the cache never shows up in `git status`
+                with open(ignore, "w", encoding="utf-8") as handle:
+                    handle.write("# Automatically created by steplint.\n*\n")
+            temporary = self.path + f".{os.getpid()}.tmp"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(self.data, handle)
+            os.replace(temporary, self.path)
+        except OSError:
+            pass  # a read-only tree: the next run summarises again

@@ -1,0 +1,90 @@
+"""What the project tells the model of one module: the project functions its calls run (with their
+composed effects), the roles its functions' parameters receive from callers, and which of their
+scalers a caller updates. Plain data: the per-file lint stays a pure function of its inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from steplint.model.structure import Scope
+from steplint.model.syntax import dotted
+from steplint.project.summary import Effect
+
+
+@dataclass
+class Callee:
+    name: str  # `save_checkpoint`, `Trainer.step`
+    where: str  # `utils.py:41`
+    params: List[str]
+    effects: List[Effect]  # composed through the functions it calls, in its own places
+    returns: Optional[str] = None  # the role of its return value
+    self_prefix: Optional[str] = None  # its `self.x` is the caller's `self.<prefix>x` (None: not the caller's self)
+
+
+@dataclass
+class ModuleContext:
+    path: str  # relative to the project root
+    calls: Dict[str, Callee] = field(default_factory=dict)  # "caller function|callee as written" -> callee
+    parameter_roles: Dict[str, Dict[str, str]] = field(default_factory=dict)  # function -> parameter -> role from callers
+    caller_updates: Dict[str, List[str]] = field(default_factory=dict)  # function -> parameters whose scaler a caller updates
+    called: List[str] = field(default_factory=list)  # functions of the module that some function of the project calls
+
+    def fingerprint(self) -> str:
+        """A hash of everything the lint of the module reads from the project (for cache keys)."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+    def callee(self, call: cst.Call, scope: Scope) -> Optional[Callee]:
+        text = callee_text(call, scope)
+        return self.calls.get(f"{top_scope(scope).name}|{text}") if text else None
+
+    def argument(self, callee: Callee, place: str, call: cst.Call, scope: Scope) -> Optional[cst.BaseExpression]:
+        """The caller's expression for a callee's place: an argument, or the caller's `self.x`."""
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if place.startswith("param:"):
+            name = place[len("param:"):]
+            index = callee.params.index(name) if name in callee.params else len(positional)
+            if index < len(positional) and not any(a.star for a in call.args[:index + 1]):
+                return positional[index]
+            return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+        if place.startswith("star:"):
+            index = len(callee.params) + int(place[len("star:"):])
+            return positional[index] if index < len(positional) and not any(a.star for a in call.args[:index + 1]) else None
+        if place.startswith("self.") and callee.self_prefix is not None and scope.self_name:
+            return cst.parse_expression(f"{scope.self_name}.{callee.self_prefix}{place[len('self.'):]}")
+        return None
+
+    def argument_roles(self, call: cst.Call, scope: Scope) -> List[Tuple[cst.BaseExpression, str]]:
+        """Roles the callee gives what the caller passes (a parameter it steps as a scaler is a scaler)."""
+        callee = self.callee(call, scope)
+        found = []
+        for effect in callee.effects if callee is not None else ():
+            for where, role in ((effect.place, effect.role), (effect.other, "optimizer" if effect.other else None)):
+                expression = self.argument(callee, where, call, scope) if role and where else None
+                if isinstance(expression, (cst.Name, cst.Attribute)):
+                    found.append((expression, role))
+        return found
+
+    def returned_role(self, call: cst.Call, scope: Scope) -> Optional[str]:
+        callee = self.callee(call, scope)
+        return callee.returns if callee is not None else None
+
+
+def top_scope(scope: Scope) -> Scope:
+    """The function (or method) that holds a nested function: summaries are per top-level function."""
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope
+
+
+def callee_text(call: cst.Call, scope: Scope) -> Optional[str]:
+    """The callee as the summaries write it: dotted, with the method's own name for `self` spelled `self`."""
+    text = dotted(call.func)
+    if text is None:
+        return None
+    head, dot, rest = text.partition(".")
+    return f"self{dot}{rest}" if scope.self_name and head == scope.self_name else text

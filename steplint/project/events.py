@@ -1,0 +1,94 @@
+"""Events at the call sites of project functions: the call is where the caller's step does what the
+callee's summary says (an update, an unscale, a clip, a save, a state load, a reduction)."""
+
+from __future__ import annotations
+
+from typing import List
+
+import libcst as cst
+
+from steplint.model.events import (
+    CALL,
+    CHECKPOINT_SAVE,
+    CLIP,
+    COLLECTIVE,
+    HELPER_STATE,
+    SCALED_BACKWARD,
+    SCALER_UPDATE,
+    SKIPPABLE_STEP,
+    STATE_LOAD,
+    UNSCALE,
+    Event,
+)
+from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER, Role, USE
+from steplint.project import summary as s
+from steplint.project.context import ModuleContext
+
+# Effects that happen once per call (not in a loop of the callee) and that the caller's own step
+# order sees at the call: the call is the unscale, the clip, the scaled backward, the update.
+_ONCE = {s.SCALER_UPDATE: SCALER_UPDATE, s.UNSCALE: UNSCALE, s.SCALED_BACKWARD: SCALED_BACKWARD, s.CLIP: CLIP, s.REDUCE: COLLECTIVE}
+_STATE = (s.UPDATE, s.SCALED_BACKWARD, s.SCHEDULER_STEP)
+
+
+def call_events(model, context: ModuleContext) -> List[Event]:
+    known = {}
+    for event in model.events:
+        known.setdefault(id(event.node), []).append(event)
+    found: List[Event] = []
+    gate_vars = _assigned_names(model)
+    for call, site in model.structure.calls:
+        callee = context.callee(call, site.scope)
+        if callee is None:
+            continue
+        here = known.get(id(call), [])
+
+        def add(kind, effect, subject=None, role=None, optimizer=None, **extra):
+            existing = next((e for e in here if e.kind == kind), None)
+            if existing is not None:
+                existing.via = existing.via or effect
+                existing.gate_var = existing.gate_var or extra.get("gate_var")
+                return
+            event = Event(kind, call, site, subject=subject, role=role, optimizer=optimizer, via=effect, **extra)
+            here.append(event)
+            found.append(event)
+
+        commits = any(e.action == s.RETURNS_COMMIT for e in callee.effects)
+        # A helper that unscales before it clips does both in its own order: not a clip of scaled gradients.
+        unscales = any(e.action == s.UNSCALE and not e.looped for e in callee.effects)
+        for effect in callee.effects:
+            subject = context.argument(callee, effect.place, call, site.scope) if effect.place else None
+            role = _role(model, subject, site.scope, effect.role)
+            if effect.action == s.UPDATE and not effect.looped:
+                add(SKIPPABLE_STEP, effect, subject=call.func, strategy=CALL, gate_var=gate_vars.get(id(call)) if commits else None)
+            if effect.action == s.RETURNS_REDUCED:
+                add(COLLECTIVE, effect, subject=call.func)
+            if effect.action == s.CLIP and unscales:
+                continue
+            if effect.action in _ONCE and not effect.looped and (subject is not None or effect.action == s.CLIP):
+                optimizer = context.argument(callee, effect.other, call, site.scope) if effect.other else None
+                add(_ONCE[effect.action], effect, subject=subject, role=role, optimizer=optimizer)
+            if effect.action in _STATE and subject is not None and role is not None and role.kind in (SCALER, SCHEDULER):
+                found.append(Event(HELPER_STATE, call, site, subject=subject, role=role, via=effect))
+            if effect.action == s.SAVE:
+                add(CHECKPOINT_SAVE, effect, subject=call.func)
+            if effect.action == s.LOAD and subject is not None and role is not None and role.kind in (OPTIMIZER, SCHEDULER, SCALER):
+                found.append(Event(STATE_LOAD, call, site, subject=subject, role=role, via=effect))
+    return found
+
+
+def _role(model, subject, scope, known_in_callee):
+    """The caller's role for what it passes, else the callee's."""
+    role = model.roles.of(subject, scope) if isinstance(subject, (cst.Name, cst.Attribute)) else None
+    if role is None and known_in_callee:
+        role = Role(known_in_callee, USE)
+    return role
+
+
+def _assigned_names(model) -> dict:
+    """id(call) -> the name a call's result is assigned to (`committed = step_helper(...)`)."""
+    found = {}
+    for node, _ in model.structure.statements:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            if isinstance(node.value, cst.Call):
+                found[id(node.value)] = node.targets[0].target.value
+    return found

@@ -1,0 +1,276 @@
+"""The project index: the summaries of a project's modules, calls resolved between them, and the
+effects of each function composed through the functions it calls (bounded depth, cycle-safe)."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import replace
+from typing import Dict, List, Optional, Set, Tuple
+
+from steplint.project import summary as s
+from steplint.project.context import Callee, ModuleContext
+
+MAX_DEPTH = 4  # calls of calls followed when composing effects
+_OWN_RETURN = (s.RETURNS_COMMIT, s.RETURNS_REDUCED)  # about the callee's own return value: not passed on
+Target = Tuple[str, s.FunctionSummary, Optional[str]]  # (module path, function, `self` prefix for its self.* places)
+
+
+class ProjectIndex:
+    def __init__(self, summaries: Dict[str, s.ModuleSummary]) -> None:
+        self.modules = summaries  # by path relative to the project root, with "/"
+        self._dotted: Dict[str, str] = {}
+        for path in sorted(summaries):
+            for name in _module_names(path):
+                self._dotted.setdefault(name, path)
+        self._composed: Dict[Tuple[str, str], List[s.Effect]] = {}
+        self._resolved: Dict[Tuple[str, str, str], Optional[Target]] = {}
+        self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
+        self._caller_updates: Dict[Tuple[str, str], Set[str]] = {}
+        self._called: Set[Tuple[str, str]] = set()
+        self._link()
+
+    # -- resolving calls -------------------------------------------------------------------------
+
+    def resolve(self, path: str, caller: s.FunctionSummary, callee: str) -> Optional[Target]:
+        key = (path, caller.class_name or "", callee)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(path, caller, callee)
+        return self._resolved[key]
+
+    def _resolve(self, path: str, caller: s.FunctionSummary, callee: str) -> Optional[Target]:
+        parts = callee.split(".")
+        module = self.modules[path]
+        if parts[0] == "self":
+            if caller.class_name is None:
+                return None
+            if len(parts) == 2:
+                found = module.functions.get(f"{caller.class_name}.{parts[1]}")
+                return (path, found, "") if found else None
+            if len(parts) == 3:
+                built_by = module.attribute_classes.get(caller.class_name, {}).get(parts[1])
+                holder = self._class_of(path, caller.class_name, built_by) if built_by else None
+                if holder is not None:
+                    found = self.modules[holder[0]].functions.get(f"{holder[1]}.{parts[2]}")
+                    return (holder[0], found, parts[1] + ".") if found else None
+            return None
+        found = self._definition(path, callee)
+        if found is None:
+            return None
+        function = self.modules[found[0]].functions.get(found[1])
+        return (found[0], function, None) if function is not None and function.class_name is None else None
+
+    def _class_of(self, path: str, class_name: str, built_by: str, hops: int = 2) -> Optional[Tuple[str, str]]:
+        """(module path, class) of an attribute's value: a class named directly, or the class that
+        a function or method building it returns (`self.setup_optimizers()` -> `Optimizers`)."""
+        module = self.modules[path]
+        if built_by.startswith("self."):
+            method = module.functions.get(f"{class_name}.{built_by[len('self.'):]}")
+            found = (path, method.name) if method is not None else None
+        else:
+            found = self._definition(path, built_by)
+        if found is None:
+            return None
+        function = self.modules[found[0]].functions.get(found[1])
+        if function is None:
+            return found if _defines_class(self.modules[found[0]], found[1]) else None
+        if function.returns_class and hops:
+            return self._class_of(found[0], function.class_name or "", function.returns_class, hops - 1)
+        return None
+
+    def _definition(self, path: str, name: str, hops: int = 3) -> Optional[Tuple[str, str]]:
+        """(module path, local name) of what `name`, read in module `path`, stands for in the project."""
+        module = self.modules[path]
+        head, _, rest = name.partition(".")
+        if head in module.imports:
+            qualified = module.imports[head] + (f".{rest}" if rest else "")
+            for target, attribute in self._modules_for(path, qualified):
+                if not attribute:
+                    return None  # a module, not a function or class
+                if attribute in self.modules[target].functions or "." not in attribute and _defines_class(self.modules[target], attribute):
+                    return target, attribute
+                if hops and attribute.split(".")[0] in self.modules[target].imports:  # re-exported by a package
+                    return self._definition(target, attribute, hops - 1)
+            return None
+        if not rest and (head in module.functions or _defines_class(module, head)):
+            return path, head
+        return None
+
+    def _modules_for(self, importer: str, qualified: str) -> List[Tuple[str, str]]:
+        """(module path, attribute path left) for an imported qualified name, nearest first."""
+        found = []
+        dots = len(qualified) - len(qualified.lstrip("."))
+        parts = [p for p in qualified[dots:].split(".") if p]
+        if dots:
+            base = posixpath.dirname(importer)
+            for _ in range(dots - 1):
+                base = posixpath.dirname(base)
+            roots = [base]
+        else:
+            roots = [posixpath.dirname(importer)]  # a script's own folder is first on sys.path
+        for cut in range(len(parts), 0, -1):
+            module, attribute = parts[:cut], ".".join(parts[cut:])
+            for root in roots:
+                stem = posixpath.join(root, *module) if root else posixpath.join(*module)
+                for candidate in (stem + ".py", stem + "/__init__.py"):
+                    if candidate in self.modules:
+                        found.append((candidate, attribute))
+            if not dots and ".".join(module) in self._dotted:
+                found.append((self._dotted[".".join(module)], attribute))
+        if dots and not parts:
+            init = posixpath.join(roots[0], "__init__.py") if roots[0] else "__init__.py"
+            if init in self.modules:
+                found.append((init, ""))
+        return found
+
+    # -- composing effects -----------------------------------------------------------------------
+
+    def effects(self, path: str, name: str) -> List[s.Effect]:
+        """The function's effects with those of the project functions it calls, in its own places."""
+        return self._compose(path, name, 0, set())
+
+    def _compose(self, path: str, name: str, depth: int, active: Set[Tuple[str, str]]) -> List[s.Effect]:
+        key = (path, name)
+        if key in self._composed:
+            return self._composed[key]
+        function = self.modules[path].functions[name]
+        found = list(function.effects)
+        if depth >= MAX_DEPTH or key in active:
+            return found  # a cycle or a deep chain: own effects only, and not remembered as complete
+        active.add(key)
+        for call in function.calls:
+            target = self.resolve(path, function, call.callee)
+            if target is None or (target[0], target[1].name) in active:
+                continue
+            for effect in self._compose(target[0], target[1].name, depth + 1, active):
+                mapped = _through_call(effect, call, target[1], target[2])
+                if mapped is not None:
+                    found.append(mapped)
+        active.discard(key)
+        self._composed[key] = found
+        return found
+
+    # -- what callers tell callees ---------------------------------------------------------------
+
+    def _calls(self):
+        for path, module in self.modules.items():
+            for function in module.functions.values():
+                for call in function.calls:
+                    target = self.resolve(path, function, call.callee)
+                    if target is not None:
+                        yield path, function, call, target
+
+    def _link(self) -> None:
+        """Roles of arguments -> parameters (a few rounds, for chains of calls), and the parameters
+        whose scaler a caller updates after the call."""
+        calls = list(self._calls())
+        for _ in range(3):
+            changed = False
+            for path, function, call, (target_path, target, _) in calls:
+                incoming = self._incoming.setdefault((target_path, target.name), {})
+                for param, argument, role in _bindings(call, target):
+                    if role is None and argument.startswith("param:"):
+                        role = self._incoming.get((path, function.name), {}).get(argument[len("param:"):])
+                    if role is None or incoming.get(param, ...) is None:
+                        continue  # nothing known, or callers already disagree
+                    agreed = role if incoming.get(param, role) == role else None
+                    if incoming.get(param, ...) != agreed:
+                        incoming[param] = agreed
+                        changed = True
+            if not changed:
+                break
+        for path, function, call, (target_path, target, _) in calls:
+            self._called.add((target_path, target.name))
+            updated = {e.place for e in self.effects(path, function.name) if e.action == s.SCALER_UPDATE}
+            for param, argument, _ in _bindings(call, target):
+                if argument and argument in updated:
+                    self._caller_updates.setdefault((target_path, target.name), set()).add(param)
+
+    # -- the view of one module ------------------------------------------------------------------
+
+    def parameter_roles(self, path: str) -> Dict[str, Dict[str, str]]:
+        """Function -> parameter -> the role its callers in the project agree it holds."""
+        functions = self.modules[path].functions
+        return {name: roles for name in functions if (roles := {p: r for p, r in self._incoming.get((path, name), {}).items() if r})}
+
+    def context_for(self, path: str) -> Optional[ModuleContext]:
+        module = self.modules.get(path)
+        if module is None:
+            return None
+        calls: Dict[str, Callee] = {}
+        for function in module.functions.values():
+            for call in function.calls:
+                target = self.resolve(path, function, call.callee)
+                if target is None:
+                    continue
+                target_path, callee, prefix = target
+                calls[f"{function.name}|{call.callee}"] = Callee(
+                    callee.name, f"{target_path}:{callee.line}", list(callee.params), self.effects(target_path, callee.name),
+                    callee.returns, prefix,
+                )
+        roles = self.parameter_roles(path)
+        updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
+        called = sorted(name for name in module.functions if (path, name) in self._called)
+        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called)
+
+
+def _module_names(path: str) -> List[str]:
+    parts = path[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    names = [".".join(parts)] if parts else []
+    if len(parts) > 1 and parts[0] in ("src", "lib"):
+        names.append(".".join(parts[1:]))
+    return names
+
+
+def _defines_class(module: s.ModuleSummary, name: str) -> bool:
+    return any(f.class_name == name for f in module.functions.values()) or name in module.attribute_classes
+
+
+def _bindings(call: s.CallRecord, target: s.FunctionSummary):
+    """(parameter, argument place, argument role) for each argument the call binds to a parameter."""
+    for index, (argument, role) in enumerate(zip(call.args, call.arg_roles)):
+        if index < len(target.params):
+            yield target.params[index], argument, role
+    for name, argument in call.kwargs.items():
+        if name in target.params:
+            yield name, argument, call.kwarg_roles.get(name)
+
+
+def argument_place(place: str, call: s.CallRecord, target: s.FunctionSummary, self_prefix: Optional[str]) -> str:
+    """A callee's place in the caller's words, or "" when the caller cannot name it."""
+    if place.startswith("param:"):
+        name = place[len("param:"):]
+        index = target.params.index(name) if name in target.params else len(call.args)
+        if index < len(call.args):
+            return call.args[index]
+        return call.kwargs.get(name, "")
+    if place.startswith("star:"):
+        index = len(target.params) + int(place[len("star:"):])
+        return call.args[index] if index < len(call.args) else ""
+    if place.startswith("self.") and self_prefix is not None:
+        return "self." + self_prefix + place[len("self."):]
+    return ""
+
+
+_PLACELESS = (s.CLIP, s.SAVE)
+
+
+def _through_call(effect: s.Effect, call: s.CallRecord, target: s.FunctionSummary, self_prefix: Optional[str]) -> Optional[s.Effect]:
+    if effect.action in _OWN_RETURN:
+        return None
+    where = argument_place(effect.place, call, target, self_prefix)
+    if not where and effect.action not in _PLACELESS:
+        return None
+    contents = {k: [argument_place(p or "", call, target, self_prefix), r] for k, (p, r) in effect.contents.items()}
+    if effect.action == s.SAVE and effect.stored == "kwargs":
+        contents = {k: [p, call.kwarg_roles.get(k)] for k, p in call.kwargs.items()}
+    return replace(
+        effect,
+        place=where,
+        other=argument_place(effect.other, call, target, self_prefix),
+        stored=argument_place(effect.stored, call, target, self_prefix) if effect.stored != "kwargs" else "",
+        contents=contents,
+        looped=effect.looped or call.looped,
+        rank_guarded=effect.rank_guarded or call.rank_guarded,
+    )

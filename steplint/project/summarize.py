@@ -1,0 +1,229 @@
+"""The summary of one module, read off its model: a pure function of the file's text."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from steplint.model import (
+    CHECKPOINT_SAVE,
+    CLIP,
+    COLLECTIVE,
+    COUNTER_INCREMENT,
+    SCALED_BACKWARD,
+    SCALER_UPDATE,
+    SCHEDULER_STEP,
+    SKIPPABLE_STEP,
+    STATE_LOAD,
+    UNSCALE,
+    ModuleModel,
+)
+from steplint.model.events import CALL
+from steplint.model.guards import COMMIT_GATE, RANK
+from steplint.model.roles import SCHEDULER
+from steplint.model.structure import Scope, Site
+from steplint.model.syntax import dotted, walk_expressions
+from steplint.project import summary as s
+from steplint.project.context import callee_text, top_scope
+
+# Calls of these never run project code.
+_EXTERNAL = ("torch.", "numpy.", "math.", "os.", "sys.", "time.", "logging.", "json.", "re.", "random.", "copy.", "deepspeed.",
+             "accelerate.", "transformers.", "timm.", "typing.", "collections.", "functools.", "itertools.", "pathlib.", "wandb.")
+_ACTIONS = {
+    SCHEDULER_STEP: s.SCHEDULER_STEP, SCALER_UPDATE: s.SCALER_UPDATE, UNSCALE: s.UNSCALE, SCALED_BACKWARD: s.SCALED_BACKWARD,
+    CLIP: s.CLIP, STATE_LOAD: s.LOAD, COUNTER_INCREMENT: s.INCREMENT,
+}
+
+
+def place(expr: Optional[cst.BaseExpression], scope: Scope) -> str:
+    """How a function names an expression to its callers (see steplint.project.summary)."""
+    text = dotted(expr) if expr is not None else None
+    if text is None or scope.name == "<module>":
+        return ""
+    head, _, rest = text.partition(".")
+    if scope.self_name and head == scope.self_name and scope.owner_of(head) in (None, top_scope(scope)):
+        return f"self.{rest}" if rest else ""
+    names = _parameter_names(scope)
+    if rest:
+        return ""
+    if head in names:
+        return f"param:{head}"
+    if head == _star_name(scope, "star_kwarg"):
+        return "kwargs"
+    return f"local:{head}" if head in scope.local_names else ""
+
+
+def _parameter_names(scope: Scope) -> List[str]:
+    names = [p.name.value for p in scope.params]
+    return names[1:] if scope.self_name and scope.parent is None and names and names[0] == scope.self_name else names
+
+
+def _star_name(scope: Scope, which: str) -> Optional[str]:
+    node = scope.node
+    star = getattr(node.params, which, None) if isinstance(node, cst.FunctionDef) else None
+    return star.name.value if isinstance(star, cst.Param) else None
+
+
+def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
+    summary = s.ModuleSummary(relative_path, dict(model.imports.names))
+    lines = _definition_lines(model.source.text)
+    functions: Dict[int, s.FunctionSummary] = {}
+    for scope in model.structure.scopes:
+        if scope.name == "<module>" or scope.parent is not None:
+            continue  # nested functions act through the function that holds them
+        returns = scope.node.returns.annotation if isinstance(scope.node, cst.FunctionDef) and scope.node.returns else None
+        functions[id(scope)] = summary.functions[scope.name] = s.FunctionSummary(
+            scope.name, _parameter_names(scope), lines.get(scope.name, 0), class_name=scope.class_name, returns_class=dotted(returns)
+        )
+    summary.functions["<module>"] = s.FunctionSummary("<module>")
+
+    def owner(site: Site) -> Optional[s.FunctionSummary]:
+        scope = top_scope(site.scope)
+        return summary.functions["<module>"] if scope.name == "<module>" else functions.get(id(scope))
+
+    for event in model.events:
+        function = owner(event.site)
+        effect = _effect(model, event) if function is not None and function.name != "<module>" else None
+        if effect is not None:
+            effect.via, effect.where = function.name, f"{relative_path}:{function.line}"
+            function.effects.append(effect)
+    defined = {st.name.value for st in model.module.body if isinstance(st, (cst.FunctionDef, cst.ClassDef))}
+    for call, site in model.structure.calls:
+        function = owner(site)
+        record = _call_record(model, call, site, defined) if function is not None else None
+        if record is not None:
+            function.calls.append(record)
+    for node, site in model.structure.statements:
+        function = owner(site)
+        if function is None or function.name == "<module>":
+            continue
+        if isinstance(node, cst.Return) and node.value is not None:
+            _returns(model, node.value, site, function)
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and site.scope.class_name:
+            _attribute_class(node, site.scope, summary.attribute_classes.setdefault(site.scope.class_name, {}))
+    return summary
+
+
+def _flags(model: ModuleModel, site: Site) -> dict:
+    return {"looped": bool(site.loops), "rank_guarded": bool(model.guards_of_kind(site, RANK))}
+
+
+def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
+    scope = event.site.scope
+    flags = _flags(model, event.site)
+    role = event.role.kind if event.role is not None else None
+    if event.kind == SKIPPABLE_STEP and event.strategy != CALL:
+        return s.Effect(s.UPDATE, place(event.subject, scope), role, place(event.optimizer, scope), **flags)
+    if event.kind in _ACTIONS:
+        if event.kind == SCHEDULER_STEP and (role != SCHEDULER or not isinstance(event.node, cst.Call)):
+            return None
+        return s.Effect(_ACTIONS[event.kind], place(event.subject, scope), role, place(event.optimizer, scope), **flags)
+    if event.kind == COLLECTIVE and isinstance(event.node, cst.Call) and event.node.args:
+        return s.Effect(s.REDUCE, place(event.node.args[0].value, scope), **flags)
+    if event.kind == CHECKPOINT_SAVE and model.roles.qualified(event.node.func, scope) == "torch.save" and event.node.args:
+        return s.Effect(s.SAVE, stored=_stored_place(event.node.args[0], scope), contents=_contents(model, event), **flags)
+    return None
+
+
+def _stored_place(argument: cst.Arg, scope: Scope) -> str:
+    if argument.star == "*":
+        return "star:0" if dotted(argument.value) == _star_name(scope, "star_arg") else ""
+    return place(argument.value, scope)
+
+
+def _contents(model: ModuleModel, save) -> Dict[str, List[Optional[str]]]:
+    checkpoint = model.checkpoint(save)
+    contents: Dict[str, List[Optional[str]]] = {}
+    scope = save.site.scope
+    for key, value in (checkpoint.entries if checkpoint is not None else {}).items():
+        for sub in walk_expressions(value):
+            if isinstance(sub, (cst.Name, cst.Attribute)):
+                where = place(sub, scope)
+                role = model.roles.of(sub, scope)
+                if where or role is not None:
+                    contents[key] = [where, role.kind if role is not None else None]
+                    break
+        else:
+            contents[key] = ["", None]
+    return contents
+
+
+def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set) -> Optional[s.CallRecord]:
+    scope = site.scope
+    callee = callee_text(call, scope)
+    if callee is None:
+        return None
+    head = callee.split(".")[0]
+    qualified = model.imports.names.get(head)
+    if not (head == "self" and scope.self_name or (qualified is not None and not (qualified + ".").startswith(_EXTERNAL)) or (head in defined and "." not in callee)):
+        return None
+    if scope.owner_of(head) is not None and head != "self":
+        return None  # a local variable that shadows the name
+    record = s.CallRecord(callee, **_flags(model, site))
+    for arg in call.args:
+        if arg.star:
+            break
+        role = model.roles.value_role(arg.value, scope)
+        if arg.keyword is None:
+            record.args.append(place(arg.value, scope))
+            record.arg_roles.append(role.kind if role else None)
+        else:
+            record.kwargs[arg.keyword.value] = place(arg.value, scope)
+            record.kwarg_roles[arg.keyword.value] = role.kind if role else None
+    return record
+
+
+def _attribute_class(node, scope: Scope, found: Dict[str, str]) -> None:
+    """`self.opt = Optimizers(...)`, `self.opt = self.setup_optimizers()`, `self.opt: Optimizers = ...`:
+    what (class, or callee whose result) the attribute holds, as written."""
+    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+    if len(targets) != 1 or not place(targets[0], scope).startswith("self."):
+        return
+    attribute = place(targets[0], scope)[len("self."):]
+    if isinstance(node, cst.AnnAssign) and dotted(node.annotation.annotation):
+        found[attribute] = dotted(node.annotation.annotation)  # type: ignore[assignment]
+    elif isinstance(node.value, cst.Call) and dotted(node.value.func) and attribute not in found:
+        found[attribute] = dotted(node.value.func)  # type: ignore[assignment]
+
+
+def _returns(model: ModuleModel, value: cst.BaseExpression, site: Site, function: s.FunctionSummary) -> None:
+    scope = site.scope
+    if isinstance(value, cst.Call) and function.returns_class is None:
+        function.returns_class = dotted(value.func)
+    role = model.roles.value_role(value, scope)
+    if role is not None:
+        function.returns = role.kind
+    if isinstance(value, cst.Name) and COMMIT_GATE in model.flag_kinds(value, scope):
+        function.effects.append(s.Effect(s.RETURNS_COMMIT, via=function.name))
+    if any(e.node is value for e in model.of_kind(SKIPPABLE_STEP) if e.strategy != CALL and e.site is site):
+        function.effects.append(s.Effect(s.RETURNS_COMMIT, via=function.name))
+    reduced = {place(e.node.args[0].value, scope) for e in model.of_kind(COLLECTIVE) if e.site.scope is scope and e.node.args}
+    if any(place(sub, scope) in reduced for sub in walk_expressions(value) if isinstance(sub, cst.Name)):
+        function.effects.append(s.Effect(s.RETURNS_REDUCED, via=function.name))
+
+
+_DEFINITION = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.M)
+
+
+def _definition_lines(text: str) -> Dict[str, int]:
+    """Line of each top-level function and method (`Class.method`), read from the text."""
+    found: Dict[str, int] = {}
+    classes: List[tuple] = []  # (indent, name)
+    line_of = _line_counter(text)
+    for match in _DEFINITION.finditer(text):
+        indent, kind, name = len(match.group(1).expandtabs()), match.group(2), match.group(3)
+        while classes and classes[-1][0] >= indent:
+            classes.pop()
+        qualified = f"{classes[-1][1]}.{name}" if classes and kind == "def" else name
+        found.setdefault(qualified, line_of(match.start()))
+        if kind == "class":
+            classes.append((indent, name))
+    return found
+
+
+def _line_counter(text: str):
+    starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+    return lambda offset: bisect_right(starts, offset)

@@ -1,0 +1,94 @@
+"""What a module tells the rest of its project: its imports and, per function and method, the step
+effects it has on its parameters, its `self` attributes and its return value.
+
+Summaries are plain data (dataclasses of strings, lists and dicts) so that they can be cached by
+content hash and sent to worker processes. A place is written as text:
+
+- `param:NAME`    a parameter of the function (`self` excluded)
+- `self.ATTR`     an attribute of the instance (`self.sched.inner` for a nested one)
+- `local:NAME`    a local variable: seen by the function itself only, never by its callers
+- `star:N`        the N-th value of `*args` (positional arguments past the named parameters)
+- `kwargs`        the keyword arguments gathered by `**kwargs`
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional
+
+SUMMARY_FORMAT = 1  # part of the cache key: change it when the summaries change meaning
+
+# What a function does to a place (the actions of its effects).
+UPDATE = "update"  # an attempted update: scaler.step(optimizer) (place: the scaler, other: the optimizer)
+SCHEDULER_STEP = "scheduler-step"
+SCALER_UPDATE = "scaler-update"
+UNSCALE = "unscale"
+SCALED_BACKWARD = "scaled-backward"
+CLIP = "clip"  # clips gradients (no place)
+SAVE = "save"  # saves a checkpoint (stored: the place saved whole; contents: key -> place)
+LOAD = "load"  # loads state into the place
+REDUCE = "reduce"  # all-reduces / gathers the place
+INCREMENT = "increment"  # counter += 1
+RETURNS_COMMIT = "returns-commit"  # returns whether its update committed (committed_step's result)
+RETURNS_REDUCED = "returns-reduced"  # returns the value it all-reduced
+
+
+@dataclass
+class Effect:
+    action: str
+    place: str = ""
+    role: Optional[str] = None  # the place's role where the effect happens, when known there
+    other: str = ""  # the optimizer of an update or an unscale
+    looped: bool = False  # inside a loop of the function (or of a function it calls): not once per call
+    rank_guarded: bool = False  # runs on some ranks only
+    stored: str = ""  # SAVE: the place saved whole (`torch.save(checkpoint, path)` with `checkpoint` a parameter)
+    contents: Dict[str, List[Optional[str]]] = field(default_factory=dict)  # SAVE: checkpoint key -> [place, role] of the stored value
+    via: str = ""  # the function that does it, for messages: `save_checkpoint`
+    where: str = ""  # file and line of that function: `utils.py:41`
+
+
+@dataclass
+class CallRecord:
+    """A call that may run a function of the project, with what the caller passes."""
+
+    callee: str  # the callee as written: `save_checkpoint`, `utils.save_on_master`, `self.step`, `self.opt.step_all`
+    args: List[str] = field(default_factory=list)  # place of each positional argument in the caller ("" if none)
+    arg_roles: List[Optional[str]] = field(default_factory=list)
+    kwargs: Dict[str, str] = field(default_factory=dict)  # keyword -> place
+    kwarg_roles: Dict[str, Optional[str]] = field(default_factory=dict)
+    looped: bool = False
+    rank_guarded: bool = False
+    line: int = 0
+
+
+@dataclass
+class FunctionSummary:
+    name: str  # `train_one_epoch`, `Trainer.step`
+    params: List[str] = field(default_factory=list)  # named parameters, in order, without `self`
+    line: int = 0
+    effects: List[Effect] = field(default_factory=list)
+    calls: List[CallRecord] = field(default_factory=list)
+    returns: Optional[str] = None  # the role of what it returns (`build_scaler` returns a scaler)
+    class_name: Optional[str] = None
+    returns_class: Optional[str] = None  # the class its instances come from: `-> Optimizers`, `return Optimizers(...)`
+
+
+@dataclass
+class ModuleSummary:
+    path: str
+    imports: Dict[str, str] = field(default_factory=dict)  # local name -> qualified name as imported
+    functions: Dict[str, FunctionSummary] = field(default_factory=dict)
+    attribute_classes: Dict[str, Dict[str, str]] = field(default_factory=dict)  # class -> attr -> its class or the callee that built it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict) -> "ModuleSummary":
+        functions = {}
+        for name, f in data["functions"].items():
+            f = dict(f)
+            f["effects"] = [Effect(**e) for e in f["effects"]]
+            f["calls"] = [CallRecord(**c) for c in f["calls"]]
+            functions[name] = FunctionSummary(**f)
+        return ModuleSummary(data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()})

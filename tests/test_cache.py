@@ -1,0 +1,109 @@
+"""The content-hash cache: hits give the same diagnostics, any change misses, bad entries are
+rewritten, --no-cache writes nothing, fixing never reads it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from steplint import cache
+from steplint.config import Settings
+
+from conftest import FIXTURES
+
+FIXTURE = FIXTURES / "SL101" / "plain_amp_script.py"
+
+
+def steplint(cwd, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "steplint", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def entries(folder: Path):
+    return sorted(p for p in folder.rglob("*") if p.is_file() and len(p.name) == 64)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "train.py").write_text(FIXTURE.read_text())
+    return tmp_path
+
+
+def test_a_hit_gives_the_diagnostics_of_the_first_run(project):
+    first = steplint(project, "check", "train.py", "--output-format", "json")
+    assert first.returncode == 1 and json.loads(first.stdout)
+    assert len(entries(project / ".steplint_cache")) == 1
+    second = steplint(project, "check", "train.py", "--output-format", "json")
+    assert second.stdout == first.stdout and second.returncode == 1
+
+
+def test_a_hit_is_answered_without_the_parser(project):
+    steplint(project, "check", "train.py")
+    probe = "import sys; from steplint.cli import main\ntry: main(['check', 'train.py', '-q'])\nexcept SystemExit as e: print(e.code, 'libcst' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=project)
+    assert done.stdout.split()[-2:] == ["1", "False"], done.stdout + done.stderr
+
+
+def test_the_key_changes_with_the_text_the_settings_the_version_the_path_and_the_dependencies(monkeypatch):
+    text = FIXTURE.read_text()
+    key = cache.cache_key("train.py", text, Settings())
+    assert cache.cache_key("train.py", text, Settings()) == key
+    assert cache.cache_key("train.py", text + "\n", Settings()) != key
+    assert cache.cache_key("train.py", text, Settings(schedule_basis="tokens")) != key
+    assert cache.cache_key("other.py", text, Settings()) != key
+    assert cache.cache_key("train.py", text, Settings(), dependencies=("utils: steps scaler",)) != key
+    monkeypatch.setattr(cache, "__version__", "999")
+    assert cache.cache_key("train.py", text, Settings()) != key
+
+
+def test_an_edited_file_or_changed_settings_are_analysed_again(project):
+    steplint(project, "check", "train.py")
+    (project / "train.py").write_text("def train(optimizer):\n    optimizer.step()\n")  # analysed, nothing to report
+    assert steplint(project, "check", "train.py").returncode == 0
+    (project / "train.py").write_text(FIXTURE.read_text())
+    assert steplint(project, "check", "train.py").returncode == 1
+    assert steplint(project, "check", "train.py", "--ignore", "SL101").returncode == 0
+    assert len(entries(project / ".steplint_cache")) == 3
+
+
+def test_corrupted_and_foreign_entries_are_ignored_and_rewritten(project):
+    expected = steplint(project, "check", "train.py", "--output-format", "json", "--no-cache").stdout
+    steplint(project, "check", "train.py")
+    [entry] = entries(project / ".steplint_cache")
+    for bad in ("{not json", json.dumps({"format": 1, "key": "another", "diagnostics": []}), json.dumps({"format": 1, "key": entry.name, "diagnostics": [{"code": 1}]})):
+        entry.write_text(bad)
+        assert steplint(project, "check", "train.py", "--output-format", "json").stdout == expected
+        assert json.loads(entry.read_text())["key"] == entry.name
+
+
+def test_no_cache_writes_nothing(project):
+    assert steplint(project, "check", "train.py", "--no-cache").returncode == 1
+    assert not (project / ".steplint_cache").exists()
+
+
+def test_cache_dir_setting_and_environment(project, tmp_path_factory):
+    (project / "steplint.toml").write_text('cache-dir = "build/lint-cache"\n')
+    steplint(project, "check", "train.py")
+    assert entries(project / "build" / "lint-cache") and not (project / ".steplint_cache").exists()
+    (project / "steplint.toml").write_text("")
+    elsewhere = tmp_path_factory.mktemp("cache")
+    steplint(project, "check", "train.py", env={**os.environ, cache.ENVIRONMENT: str(elsewhere)})
+    assert entries(elsewhere)
+
+
+def test_a_bad_cache_dir_setting_names_the_key(project):
+    (project / "steplint.toml").write_text("cache-dir = 3\n")
+    done = steplint(project, "check", "train.py")
+    assert done.returncode == 2 and "cache-dir" in done.stderr
+
+
+def test_fixing_never_serves_cached_results(project):
+    before = steplint(project, "check", "train.py", "--output-format", "json")
+    assert any(d["fix"] for d in json.loads(before.stdout))
+    steplint(project, "check", "train.py", "--fix")
+    assert (project / "train.py").read_text() != FIXTURE.read_text()
+    after = steplint(project, "check", "train.py", "--output-format", "json")
+    fresh = steplint(project, "check", "train.py", "--output-format", "json", "--no-cache")
+    assert after.stdout == fresh.stdout != before.stdout

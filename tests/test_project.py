@@ -1,0 +1,160 @@
+"""The project index: calls resolved across modules (package-relative, `import utils`, src layout,
+re-exports), effects composed through calls (bounded, cycle-safe), summaries as plain data cached by
+content hash, and the CLI following a single file or a stdin buffer into its project."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from steplint.config import Settings
+from steplint.engine import lint_source
+from steplint.project import summary as s
+from steplint.project.build import build_index, project_files
+from steplint.project.summary import ModuleSummary
+
+TRAIN = '''
+import torch
+
+{import_line}
+
+
+def main(model, loader, args):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        scaler.scale(model(batch).mean()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+    {call}
+'''
+
+SAVER = '''
+import torch
+
+
+def save_checkpoint(path, model, optimizer):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+'''
+
+
+def write(root, files):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def lint_project(root, name):
+    files = sorted(str(p) for p in root.rglob("*.py"))
+    built = build_index(files, str(root), cache=False)
+    path = root / name
+    return lint_source(str(path), path.read_text(), Settings(), built.context_for(str(path)))
+
+
+def saver_project(tmp_path, train_name, saver_name, import_line, call):
+    write(tmp_path, {saver_name: SAVER, train_name: TRAIN.format(import_line=import_line, call=call)})
+    return [d for d in lint_project(tmp_path, train_name) if d.code == "SL302"]
+
+
+def test_package_relative_import(tmp_path):
+    write(tmp_path, {"pkg/__init__.py": ""})
+    found = saver_project(tmp_path, "pkg/train.py", "pkg/ckpt.py", "from .ckpt import save_checkpoint", 'save_checkpoint("a.pt", model, optimizer)')
+    assert [d.row for d in found] == [15]
+    assert "saved by `save_checkpoint` in pkg/ckpt.py:5" in found[0].message
+
+
+def test_module_attribute_call_of_a_sibling_script(tmp_path):
+    found = saver_project(tmp_path, "scripts/train.py", "scripts/ckpt.py", "import ckpt", 'ckpt.save_checkpoint("a.pt", model, optimizer)')
+    assert [d.row for d in found] == [15]
+
+
+def test_src_layout_and_reexport_through_the_package(tmp_path):
+    write(tmp_path, {"src/proj/__init__.py": "from .io.ckpt import save_checkpoint\n", "src/proj/io/__init__.py": ""})
+    found = saver_project(tmp_path, "src/proj/train.py", "src/proj/io/ckpt.py", "from proj import save_checkpoint", 'save_checkpoint("a.pt", model, optimizer)')
+    assert [d.row for d in found] == [15]
+
+
+def test_unresolved_saver_stays_silent(tmp_path):
+    found = saver_project(tmp_path, "train.py", "other.py", "from elsewhere import save_checkpoint", 'save_checkpoint("a.pt", model, optimizer)')
+    assert found == []
+
+
+def test_recursive_helpers_compose_a_bounded_set_of_effects(tmp_path):
+    write(tmp_path, {
+        "a.py": '''
+            from b import pong
+
+
+            def ping(scaler, optimizer, n):
+                scaler.step(optimizer)
+                if n:
+                    pong(scaler, optimizer, n - 1)
+            ''',
+        "b.py": '''
+            from a import ping
+
+
+            def pong(scaler, optimizer, n):
+                scaler.update()
+                if n:
+                    ping(scaler, optimizer, n - 1)
+            ''',
+        "main.py": '''
+            import torch
+            from a import ping
+
+
+            def main(model):
+                ping(torch.amp.GradScaler("cuda"), torch.optim.SGD(model.parameters(), lr=0.1), 3)
+            ''',
+    })
+    built = build_index([str(p) for p in tmp_path.glob("*.py")], str(tmp_path), cache=False)
+    actions = [e.action for e in built.index.effects("a.py", "ping")]
+    assert actions.count(s.SCALER_UPDATE) == 1 and s.UPDATE in actions
+    assert len(actions) < 10
+
+
+def test_summaries_are_plain_data(tmp_path):
+    write(tmp_path, {"ckpt.py": SAVER})
+    built = build_index([str(tmp_path / "ckpt.py")], str(tmp_path), cache=False)
+    summary = built.index.modules["ckpt.py"]
+    again = ModuleSummary.from_dict(json.loads(json.dumps(summary.to_dict())))
+    assert again == summary
+    [save] = [e for e in summary.functions["save_checkpoint"].effects if e.action == s.SAVE]
+    assert save.contents["optimizer"][0] == "param:optimizer"
+
+
+def steplint(*args, cwd, input=None):
+    return subprocess.run([sys.executable, "-m", "steplint", *args], capture_output=True, text=True, cwd=cwd, input=input)
+
+
+def test_single_file_and_stdin_follow_the_project_and_the_cache_follows_the_text(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    write(tmp_path, {"ckpt.py": SAVER, "train.py": TRAIN.format(import_line="from ckpt import save_checkpoint", call='save_checkpoint("a.pt", model, optimizer)')})
+    first = steplint("check", "--output-format", "concise", "train.py", cwd=tmp_path)
+    assert "train.py:15:5: SL302" in first.stdout
+    piped = steplint("check", "--output-format", "concise", "--stdin-filename", "train.py", "-", cwd=tmp_path, input=(tmp_path / "train.py").read_text())
+    assert "train.py:15:5: SL302" in piped.stdout
+    assert (tmp_path / ".steplint_cache" / "project" / "summaries.json").exists()
+    # The saver learns to store the scaler: the warm cache must not keep the old summary.
+    write(tmp_path, {"ckpt.py": SAVER.replace("def save_checkpoint(path, model, optimizer):", "def save_checkpoint(path, model, optimizer, scaler):")
+                     .replace('optimizer.state_dict()}', 'optimizer.state_dict(), "scaler": scaler.state_dict()}')})
+    write(tmp_path, {"train.py": TRAIN.format(import_line="from ckpt import save_checkpoint", call='save_checkpoint("a.pt", model, optimizer, scaler)')})
+    again = steplint("check", "--output-format", "concise", "train.py", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout
+
+
+def test_project_of_one_file_is_bounded(tmp_path):
+    (tmp_path / ".git").mkdir()
+    for i in range(5):
+        write(tmp_path, {f"m{i}.py": "x = 1\n"})
+    root, files, cut = project_files(str(tmp_path / "m0.py"), limit=3)
+    assert root == str(tmp_path) and len(files) == 3 and cut
+
+
+def test_unmarked_folder_reads_its_packages_only(tmp_path):
+    write(tmp_path, {"script.py": "", "pkg/__init__.py": "", "pkg/helpers.py": "", "unrelated/deep/other.py": ""})
+    _, files, _ = project_files(str(tmp_path / "script.py"))
+    assert sorted(p[len(str(tmp_path)) + 1:] for p in files) == ["pkg/__init__.py", "pkg/helpers.py", "script.py"]

@@ -1,0 +1,31 @@
+"""Start-up: printing the version or a rule's docs, and checking a file with nothing to analyse,
+never import LibCST (each run in a fresh interpreter)."""
+
+import subprocess
+import sys
+
+import pytest
+
+PROBE = "import sys\nfrom steplint.cli import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n    print('exit', e.code, 'libcst' in sys.modules)\n"
+
+
+def loads_libcst(args, cwd):
+    done = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, cwd=cwd)
+    exit_line = done.stdout.strip().splitlines()[-1].split()
+    assert exit_line[0] == "exit", done.stdout + done.stderr
+    return exit_line[1], exit_line[2] == "True"
+
+
+@pytest.mark.parametrize("args", [["--version"], ["rule", "SL101"], ["rule", "--all"]])
+def test_commands_without_analysis_do_not_import_libcst(args, tmp_path):
+    assert loads_libcst(args, tmp_path) == ("0", False)
+
+
+def test_a_file_without_candidate_text_is_checked_without_libcst(tmp_path):
+    (tmp_path / "plain.py").write_text("import math\n\n\ndef area(r):\n    return math.pi * r * r\n")
+    assert loads_libcst(["check", "plain.py", "--no-cache"], tmp_path) == ("0", False)
+
+
+def test_a_file_with_candidate_text_is_analysed(tmp_path):
+    (tmp_path / "train.py").write_text("def train(opt):\n    opt.step()\n")
+    assert loads_libcst(["check", "train.py", "--no-cache"], tmp_path) == ("0", True)
