@@ -418,7 +418,7 @@ def _compiles(text: str, flags: int = 0) -> bool:
 
 
 def _comments(text: str) -> Counter:
-    tokens = _tokens(text)
+    tokens = _tokens(text.replace("\r\n", "\n").replace("\r", "\n"))  # (tokenize reads lines at \n only)
     return Counter(t.string for t in tokens if t.type == tokenize.COMMENT) if tokens else Counter()
 
 

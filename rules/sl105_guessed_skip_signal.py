@@ -47,7 +47,7 @@ from steplint.fixes import SAFE, Edit, Fix
 from steplint.model import COUNTER_INCREMENT, GUESSED_GATE, SCALER_UPDATE, SCHEDULER_STEP
 from steplint.model.guards import is_finiteness_check
 from steplint.model.syntax import walk_expressions
-from steplint.rewrite import committed_update_edits, gate_condition
+from steplint.rewrite import committed_update_edits, gate_condition, holds_comment
 from steplint.rule import Finding, rule
 
 
@@ -108,7 +108,7 @@ def _read_before_update(model, guess, update):
 def _fix(model, guess, update, guard):
     order = model.order_of_expression(guess)
     condition = gate_condition(model, update)
-    if condition is None or order is None or order < update.order or _ends_a_pass(guard):
+    if condition is None or order is None or order < update.order or _ends_a_pass(guard) or holds_comment(guess):
         return None
     edits = committed_update_edits(model, update, condition, model.settings.fix_gate)
     if edits is None:

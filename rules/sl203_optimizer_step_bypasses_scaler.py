@@ -35,6 +35,7 @@ Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code a
 
 from steplint.fixes import SAFE, Edit, Fix
 from steplint.model import OPTIMIZER_STEP, SCALED_BACKWARD
+from steplint.rewrite import holds_comment
 from steplint.rule import Finding, rule
 
 
@@ -57,5 +58,5 @@ def check(model):
             yield Finding(step.node, message + f" where the loss was scaled (the step also runs where it was not)", None)
             continue
         start, end = model.span(step.node)
-        fix = Fix(f"Use `{scaler}.step({optimizer})`", SAFE, (Edit(start, end, f"{scaler}.step({optimizer})"),))
+        fix = None if holds_comment(step.node) else Fix(f"Use `{scaler}.step({optimizer})`", SAFE, (Edit(start, end, f"{scaler}.step({optimizer})"),))
         yield Finding(step.node, message, fix)

@@ -25,6 +25,22 @@ INLINE, IMPORT = "inline", "import"
 _COMMITTED_NAMES = ("committed", "update_committed")
 
 
+class _CommentFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Comment(self, node: cst.Comment) -> None:
+        self.found = True
+
+
+def holds_comment(node: cst.CSTNode) -> bool:
+    """Whether a comment sits inside the node (in its brackets): a fix that rewrites the node would drop it."""
+    finder = _CommentFinder()
+    node.visit(finder)
+    return finder.found
+
+
 # -- statements as lines ------------------------------------------------------------------------
 
 

@@ -3,6 +3,8 @@ notebooks) through lint and fix, round by round. The full runs are `python bench
 
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -62,3 +64,31 @@ def test_update_with_more_arguments_is_reported_without_a_fix():
     [found] = [d for d in lint_source("fit.py", text, Settings()) if d.code == "SL101"]
     assert found.fix is None
     assert fix_source("fit.py", text, Settings(), unsafe_fixes=True).text == text
+
+
+@pytest.mark.parametrize(
+    "call, code",
+    [("scaler.step(opt)\n        if old_scale <= scaler.get_scale(  # read after update\n        ):", "SL105"),
+     ("opt.step(  # the plain step\n        )\n        if True:", "SL203")],
+)
+def test_an_expression_holding_a_comment_is_reported_without_a_fix(call, code):
+    """Found by fuzzing: SL105 replaced a guessed condition, SL203 an `optimizer.step()` call, with
+    the comments inside their brackets; such an expression keeps its diagnostic and gets no fix."""
+    from steplint.config import Settings
+    from steplint.engine import lint_source
+
+    text = (
+        "import torch\n\n\n"
+        "def fit(net, sched, batches):\n"
+        "    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "    scaler = torch.amp.GradScaler('cuda')\n"
+        "    for x in batches:\n"
+        "        old_scale = scaler.get_scale()\n"
+        "        scaler.scale(net(x).mean()).backward()\n"
+        f"        {call}\n"
+        "            sched.step()\n"
+        "        scaler.update()\n"
+    )
+    found = [d for d in lint_source("fit.py", text, Settings()) if d.code == code]
+    assert found and all(d.fix is None for d in found)
+    assert [d.fix for d in lint_source("fit.py", text.replace("  # read after update", "").replace("  # the plain step", ""), Settings()) if d.code == code][0] is not None
