@@ -213,4 +213,5 @@ def state_loaded_keys(model: "ModuleModel") -> set:
     for call, site in model.structure.calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict":
             found.add(model.roles.key(call.func.value, site.scope))
+    found.discard(None)  # `get_model().load_state_dict(...)`: no name to match
     return found
