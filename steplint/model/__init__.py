@@ -40,7 +40,7 @@ from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_
 from steplint.model.positions import Positions
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
-from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, names_in, walk_expressions
+from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
 from steplint.model.groups import resite_group_events
 from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
@@ -519,13 +519,18 @@ class ModuleModel:
 
     @cached_property
     def positioned_by_assignment(self) -> Set[str]:
-        """Schedulers put back at the resumed position by hand: `scheduler.last_epoch = start - 1`."""
+        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`), or
+        built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`)."""
         found: Set[str] = set()
         for node, site in self.structure.statements:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
                     if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
                         found.add(self.roles.key(target.target.value, site.scope) or "")
+                    elif isinstance(node.value, cst.Call) and any(
+                        a.keyword is not None and a.keyword.value == "last_epoch" and literal(a.value) != -1 for a in node.value.args
+                    ):
+                        found.add(self.roles.key(target.target, site.scope) or "")
         return found
 
     @staticmethod
