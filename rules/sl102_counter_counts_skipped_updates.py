@@ -64,14 +64,14 @@ def check(model):
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
         feeds = model.counter_feeds(increment) if update is not None else set()
-        if update is not None and (update.strategy in FRAMEWORK_RECIPES or model.settings.recipe == "hf-trainer"):
+        if update is not None and (model.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer"):
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
         if not feeds or model.gated(increment.site, update):
             continue
         name = model.text(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
         fix = None
-        through = _readers_after(model, increment)
+        through = model.readers_right_after(increment)
         if update.order < increment.order and through is not None:
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
             fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
@@ -79,29 +79,6 @@ def check(model):
             message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
         yield Finding(increment.node, message, fix)
 
-
-def _readers_after(model, increment):
-    """How many statements right after the increment must move under the gate with it: the cadence
-    checks that read the counter. None when one of them is elsewhere in the loop (no fix)."""
-    readers = model.repeating_readers(increment)
-    if not readers:
-        return 0
-    block, statement = increment.site.trail[-1]
-    index = block.index(statement)
-    count = 0
-    for following in block.statements[index + 1 :]:
-        if not any(any(s is following for _, s in r.trail) for r in readers):
-            break
-        count += 1
-    held = block.statements[index + 1 : index + 1 + count]
-    inside = all(any(any(s is h for _, s in r.trail) for h in held) for r in readers)
-    return count if inside else None
-
-
-# accelerate and DeepSpeed skip the prepared scheduler with the update, and count `global_step` in
-# attempts by convention (as HF Trainer does): checkpoint names, cadences and the end of the run in
-# attempts are that recipe, not a bug. Only a schedule computed from the counter is.
-FRAMEWORK_RECIPES = ("accelerate", "deepspeed")
 
 _WORDS = {"schedule": "the schedule", "lr": "the learning rate", "checkpoint": "checkpoints", "eval": "evaluation", "stop": "the end of the run"}
 

@@ -49,8 +49,8 @@ def check(model):
             continue
         update = updates[0]
         windowed = model.window(update.site) is not None
-        if not windowed and update.strategy in ("accelerate", "deepspeed"):
-            continue  # their recipe counts attempts by convention (SL102's docs say why)
+        if not windowed and model.recipe_counts_attempts(update):
+            continue
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
         batches = model.batch_indices(update.site.loop, counters=windowed)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]

@@ -492,6 +492,30 @@ class ModuleModel:
                 found.append(site)
         return found
 
+    def readers_right_after(self, increment: Event) -> Optional[int]:
+        """How many statements right after the increment must move under a commit gate with it: the
+        cadence checks that read the counter. None when one of them sits elsewhere in the loop."""
+        readers = self.repeating_readers(increment)
+        if not readers:
+            return 0
+        block, statement = increment.site.trail[-1]
+        following = block.statements[block.index(statement) + 1 :]
+
+        def holds(statement, reader: Site) -> bool:
+            return any(s is statement for _, s in reader.trail)
+
+        count = 0
+        while count < len(following) and any(holds(following[count], r) for r in readers):
+            count += 1
+        return count if all(any(holds(h, r) for h in following[:count]) for r in readers) else None
+
+    @staticmethod
+    def recipe_counts_attempts(update: Event) -> bool:
+        """accelerate and DeepSpeed skip the prepared scheduler with the update and count their steps
+        in attempts by convention (as HF Trainer does): checkpoint names, cadences and the end of the
+        run in attempts are that recipe, not a bug; only a schedule computed from the counter is."""
+        return update.strategy in ("accelerate", "deepspeed")
+
     def counter_feeds(self, increment: Event) -> Set[str]:
         """What an update counter feeds: schedule, lr, checkpoint, eval, stop. A counter that is
         also the data position (`sample_start = step * batch_size`) is saved to resume the data
@@ -707,11 +731,11 @@ def _step_update_does_nothing(event: Event) -> bool:
 
 def _is_cadence(test: cst.CSTNode) -> bool:
     """`n % k == 0`, `n == k`: true once per value of `n`."""
-    return any(
+    return isinstance(test, cst.BaseExpression) and any(
         isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
         or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
         for sub in walk_expressions(test)
-    ) and isinstance(test, cst.BaseExpression)
+    )
 
 
 def _prefixes(name: str) -> List[str]:
