@@ -12,7 +12,9 @@ parallel cannot leave a torn entry. Only checks use it; fixing always analyses a
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import json
 import os
 import tempfile
@@ -31,10 +33,25 @@ def cache_key(path: str, text: str, settings: object, dependencies: Iterable[str
     """The key of one file's entry. `dependencies`: the summaries (any stable text) of the modules
     it depends on, so that editing one of them misses the entries of its dependents."""
     digest = hashlib.sha256()
-    for part in (f"steplint {__version__} format {_FORMAT}", os.path.abspath(path), repr(settings), *dependencies):
+    for part in (f"steplint {__version__} format {_FORMAT} code {_code_signature()}", os.path.abspath(path), repr(settings), *dependencies):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _code_signature() -> str:
+    """The installed analyzer's own files (name, size, modification time): an editable install that
+    changes a rule between two runs of one version must not be answered by the old rule's entries."""
+    digest = hashlib.sha256()
+    root = os.path.dirname(os.path.abspath(__file__))
+    rules = os.path.dirname(os.path.abspath(importlib.import_module("steplint.rules").__file__ or root))
+    for folder in sorted({root, rules}):
+        for directory, _, names in sorted(os.walk(folder)):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                stat = os.stat(os.path.join(directory, name))
+                digest.update(f"{os.path.join(directory, name)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 

@@ -107,3 +107,18 @@ def test_fixing_never_serves_cached_results(project):
     after = steplint(project, "check", "train.py", "--output-format", "json")
     fresh = steplint(project, "check", "train.py", "--output-format", "json", "--no-cache")
     assert after.stdout == fresh.stdout != before.stdout
+
+
+def test_an_edited_rule_misses_the_entries_of_the_old_one(project):
+    """An editable install whose rule changed between two runs of one version: a new entry."""
+    import steplint.rules.sl101_scheduler_step_on_skipped_update as rule_module
+
+    steplint(project, "check", "train.py")
+    rule_file = Path(rule_module.__file__)
+    stat = rule_file.stat()
+    try:
+        os.utime(rule_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        steplint(project, "check", "train.py")
+    finally:
+        os.utime(rule_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert len(entries(project / ".steplint_cache")) == 2
