@@ -38,7 +38,7 @@ from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO,
 from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
-from steplint.model.roles import RoleTable
+from steplint.model.roles import SCALER, RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
 from steplint.model.groups import resite_group_events
@@ -279,7 +279,31 @@ class ModuleModel:
 
     def in_iteration(self, event: Event, *kinds: str) -> List[Event]:
         """Events of `kinds` that run in the same pass of the same loop as `event`."""
-        return [e for e in self._same_iteration_events(event.site, kinds) if e is not event and not self.exclusive(e.site, event.site)]
+        return [
+            e for e in self._same_iteration_events(event.site, kinds)
+            if e is not event and not self.exclusive(e.site, event.site) and not self._scaler_absent(e, event) and not self._scaler_absent(event, e)
+        ]
+
+    def _scaler_absent(self, scaler_event: Event, other: Event) -> bool:
+        """`other` runs only where the scaler of `scaler_event` is None (`else:` of `if scaler is not
+        None:`, unchanged in between): a scaler that does not exist scaled and stepped nothing in that pass,
+        though a helper called with it (`backward(loss, scaler)`) makes the call look like a scaled backward."""
+        role = scaler_event.role
+        if scaler_event.subject is None or role is None or role.kind != SCALER:
+            return False
+        name = dotted(scaler_event.subject)
+        for guard in other.site.guards:
+            text, flipped = self.condition(guard.test)
+            if text != name or guard.negated == flipped or guard.early_exit:
+                continue
+            tested = self.structure.site_of.get(id(guard.test))
+            if tested is None:
+                continue
+            low, high = sorted((tested.order, scaler_event.order))
+            assigned = self._assignments_in(other.site.scope)
+            if not any(low <= order <= high for prefix in _prefixes(name) for order in assigned.get(prefix, ())):
+                return True
+        return False
 
     def update_outside_window(self, event: Event) -> Optional[Event]:
         """An update of this iteration that runs once per window while `event` runs every batch."""
