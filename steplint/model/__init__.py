@@ -626,6 +626,8 @@ class ModuleModel:
             if label is None:
                 continue
             for guard in event.site.guards:
+                if label == "stop" and guard.early_exit:
+                    continue  # `if ...: continue` before `if done: break` decides whether this pass reaches the stop test, not the stop
                 feeds(label, self.keys_in(guard.test, s))
             if event.kind == CHECKPOINT_SAVE:
                 feeds(label, self.keys_in(event.node, s))
