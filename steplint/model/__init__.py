@@ -566,10 +566,11 @@ class ModuleModel:
         return found
 
     @cached_property
-    def positioned_by_assignment(self) -> Set[str]:
-        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`), or
-        built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`)."""
-        found: Set[str] = set()
+    def positioned_on_resume(self) -> Set[str]:
+        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`),
+        built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`), or
+        replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing)."""
+        found: Set[str] = {key for key in map(self._replayed_scheduler, self.of_kind(SCHEDULER_STEP)) if key}
         for node, site in self.structure.statements:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
@@ -580,6 +581,15 @@ class ModuleModel:
                     ):
                         found.add(self.roles.key(target.target, site.scope) or "")
         return found
+
+    def _replayed_scheduler(self, event: Event) -> Optional[str]:
+        """The scheduler's key when `event` sits in a replay loop: `for _ in range(n):` whose body only
+        advances schedules (`x.step()`, `next(x)`), so it fast-forwards them and trains nothing."""
+        loop = event.site.loop
+        if event.subject is None or not isinstance(loop, cst.For) or not (isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"):
+            return None
+        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+        return self.roles.key(event.subject, event.site.scope) if body and all(map(_advances_a_schedule, body)) else None
 
     @staticmethod
     def stores_data_position(call: cst.Call) -> bool:
@@ -753,6 +763,19 @@ def _step_update_does_nothing(event: Event) -> bool:
     unless the code shows that, the counter it reads feeds nothing."""
     func = event.node.func if isinstance(event.node, cst.Call) else None
     return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
+
+
+def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
+    """`x.step()` or `next(x)` alone on its line."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        call = small.value if isinstance(small, cst.Expr) else None
+        if not isinstance(call, cst.Call):
+            return False
+        if not (last_name(call.func) == "step" and isinstance(call.func, cst.Attribute) and not call.args or dotted(call.func) == "next" and len(call.args) == 1):
+            return False
+    return True
 
 
 def _is_cadence(test: cst.CSTNode) -> bool:
