@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD, Event
-from steplint.model.guards import MODULO, WINDOW_BOUNDARY
+from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR, CONSTRUCTOR, SCHEDULER
 from steplint.model.structure import Guard, Scope, Site
 from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
@@ -108,6 +108,24 @@ def update_boundaries(model: "ModuleModel") -> List[Tuple[ModuloBoundary, Event]
             if boundary is not None and boundary.site.loop is update.site.loop and boundary.site.scope is update.site.scope:
                 found[id(guard.test)] = (boundary, update)
     return list(found.values())
+
+
+def micro_batch_counters(model: "ModuleModel") -> set:
+    """Keys of the counters that find the window's end (`should_step = self.step % accum == 0`,
+    wherever it is read): they count micro-batches by design, and must advance on every one."""
+
+    def compute() -> set:
+        found = set()
+        for node, site in model.structure.statements:
+            for sub in walk_expressions(node):
+                if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo) and divides_by_window(sub):
+                    index = sub.left.left if isinstance(sub.left, cst.BinaryOperation) else sub.left
+                    if isinstance(index, (cst.Name, cst.Attribute)):
+                        found.add(model.roles.key(index, site.scope))
+        found.discard(None)
+        return found
+
+    return model.remember(("micro_batch_counters",), compute)
 
 
 # -- SL108: where the index counts from ----------------------------------------------------------
