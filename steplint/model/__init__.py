@@ -42,7 +42,7 @@ from steplint.model.roles import SCALER, RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
 from steplint.model.groups import resite_group_events
-from steplint.model.windows import AccelerateWindows, accelerate_windows
+from steplint.model.windows import AccelerateWindows, accelerate_windows, one_as_written
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -712,6 +712,17 @@ class ModuleModel:
                 for guard in site.guards:
                     if (id(site.scope), self.condition(guard.test)[0]) in windows:
                         self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
+        # `step % accum == 0` with `accum` 1 as written holds on every batch: no window, no cadence
+        for _, site in self.structure.statements:
+            for guard in site.guards:
+                kinds = self._kinds[id(guard.test)]
+                if WINDOW_BOUNDARY in kinds and self._divides_by_one_only(guard.test, site.scope):
+                    self._kinds[id(guard.test)] = kinds - {WINDOW_BOUNDARY, MODULO}
+
+    def _divides_by_one_only(self, test: cst.BaseExpression, scope: Scope) -> bool:
+        """The test is one comparison of `step % accum` (or `(step + 1) % accum`) with `accum` 1 as written."""
+        modulo = test.left if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 else None
+        return isinstance(modulo, cst.BinaryOperation) and isinstance(modulo.operator, cst.Modulo) and one_as_written(self, modulo.right, scope)
 
     def _accelerate(self, found: AccelerateWindows) -> None:
         """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
