@@ -91,6 +91,11 @@ class ProjectIndex:
                     return target, attribute
                 if hops and attribute.split(".")[0] in self.modules[target].imports:  # re-exported by a package
                     return self._definition(target, attribute, hops - 1)
+                if hops and "." not in attribute:  # or through `from .module import *`
+                    for star in self.modules[target].star_modules:
+                        for inner, name in self._modules_for(target, f"{star}.{attribute}" if not star.endswith(".") else star + attribute):
+                            if name == attribute and (attribute in self.modules[inner].functions or _defines_class(self.modules[inner], attribute)):
+                                return inner, attribute
             return None
         if not rest and (head in module.functions or _defines_class(module, head)):
             return path, head
