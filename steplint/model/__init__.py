@@ -38,7 +38,7 @@ from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO,
 from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
-from steplint.model.roles import RoleTable
+from steplint.model.roles import ENGINE, RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
 from steplint.model.groups import resite_group_events
@@ -259,7 +259,7 @@ class ModuleModel:
         if optimizer is None or optimizer.split(":", 1)[0] not in (event.site.scope.name, "<module>", f"class {event.site.scope.class_name}"):
             return None
         # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
-        return [u for u in candidates if u.optimizer is None or self.roles.key(u.optimizer, u.site.scope) == optimizer]
+        return [u for u in candidates if u.optimizer is None or optimizer in (self.roles.key(u.optimizer, u.site.scope), _engine_optimizer(u))]
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
@@ -730,6 +730,11 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
 
 _DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
 _DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
+
+
+def _engine_optimizer(update: Event) -> Optional[str]:
+    """The key of the optimizer a DeepSpeed engine's step() steps, when the code names it."""
+    return update.role.optimizer if update.role is not None and update.role.kind == ENGINE else None
 
 
 def _step_update_does_nothing(event: Event) -> bool:

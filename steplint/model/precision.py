@@ -74,18 +74,24 @@ _NOT_FP16_ENTRIES = ("bf16", "bfloat16")
 
 
 def deepspeed_fp16_shown(module: cst.Module, text: str, statements) -> bool:
-    """Whether a module shows DeepSpeed running in fp16: a word of fp16 outside the config entries
-    that say it is off (`"fp16": {"enabled": False}`, `fp16=False`) or that configure bf16.
-    `statements`: the module's (statement, site) pairs."""
-    mentions = len(_FP16_WORDS.findall(text))
-    if not mentions:
+    """Whether a module's code (not its comments or docstrings) shows DeepSpeed running in fp16: a
+    word of fp16 outside the config entries that say it is off (`"fp16": {"enabled": False}`,
+    `fp16=False`) or that configure bf16. `statements`: the module's (statement, site) pairs."""
+    if not _FP16_WORDS.search(text):
         return False
     for statement, _ in statements:
+        if isinstance(statement, cst.Expr) and isinstance(statement.value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue
+        mentions = len(_FP16_WORDS.findall(module.code_for_node(statement)))
+        if not mentions:
+            continue
         for node in walk_expressions(statement):
             for name, value in _config_entries(node):
                 if name in _NOT_FP16_ENTRIES or name == "fp16" and _switched_off(value):
                     mentions -= len(_FP16_WORDS.findall(module.code_for_node(node)))
-    return mentions > 0
+        if mentions > 0:
+            return True
+    return False
 
 
 def _config_entries(node: cst.CSTNode):

@@ -85,7 +85,7 @@ class Role:
     constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
     positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
-    optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it
+    optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it; a DeepSpeed engine's
 
 
 def scheduler_named(name: str) -> bool:
@@ -349,9 +349,12 @@ class RoleTable:
         qualified = self.qualified(call.func, scope) if call is not None else None
         if qualified == DEEPSPEED_INITIALIZE and elements:
             kinds = [ENGINE, OPTIMIZER, None, SCHEDULER]
+            # the engine steps the optimizer it returns, which wraps the one it was given
+            given = [e for e in elements[1:2] if dotted(e) not in (None, "_")] + [keyword(call, "optimizer")]
+            wrapped = next((self.key(e, scope) for e in given if isinstance(e, (cst.Name, cst.Attribute))), None)
             for out, kind in zip(elements, kinds):
                 if kind:
-                    yield out, Role(kind, CONSTRUCTOR, engine_owned=kind != ENGINE)
+                    yield out, Role(kind, CONSTRUCTOR, engine_owned=kind != ENGINE, optimizer=wrapped if kind == ENGINE else None)
             return
         if qualified in SCHEDULER_FACTORY_TUPLES and elements:
             yield elements[0], Role(SCHEDULER, CONSTRUCTOR)
