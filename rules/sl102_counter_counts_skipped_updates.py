@@ -27,7 +27,8 @@ lr_scheduler.step_update(num_updates=num_updates)
 ```
 
 Silent for counters that feed none of these (a log line's index), counters advanced under a commit
-gate (`if not overflow:`, `if committed:`), loops whose updates are never skipped, a timm
+gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
+drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
 (`samples_seen = step * batch_size`), and the accelerate / DeepSpeed recipe: there the prepared
 scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer

@@ -47,7 +47,8 @@ SCALER_CLASSES = {
 LOSS_SCALER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler", "timm.utils.ApexScaler", "timm.utils.cuda.ApexScaler"}
 OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimizer_v2", "transformers.AdamW", "transformers.Adafactor",
                        "transformers.optimization.AdamW", "transformers.optimization.Adafactor", "torch.distributed.optim.ZeroRedundancyOptimizer"}
-OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.")
+OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "colossalai.nn.optimizer.")
+SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")  # classes that step once per call
 SCHEDULER_FACTORY_TUPLES = {"timm.scheduler.create_scheduler", "timm.scheduler.create_scheduler_v2"}  # (scheduler, epochs)
 SCHEDULER_BASE_ANNOTATIONS = {"torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler"}
 EMA_CLASSES = {
@@ -243,7 +244,7 @@ class RoleTable:
         positioned = keyword(call, "last_epoch") is not None and literal(keyword(call, "last_epoch")) != -1
         given = keyword(call, "optimizer") or next(iter(positional(call)), None)
         optimizer = self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None
-        if qualified.startswith("torch.optim.lr_scheduler.") and tail[:1].isupper():
+        if qualified.startswith(SCHEDULER_MODULES) and tail[:1].isupper():
             return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned, optimizer=optimizer)
         if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
             return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned, optimizer=optimizer)
