@@ -3,7 +3,9 @@ overflow (fairseq's FP16Optimizer from `clip_grad_norm`, BMTrain's optimizers fr
 the training loop catches it, drops the update and goes on.
 
 In `try: ... optimizer.step() ... except OverflowError: ...`, the `step()` is a skippable update
-when the handler lets the pass go on (it does not end in `raise`). What the `try` runs after the
+when the handler lets the pass go on (it does not end in `raise`) and treats the update as dropped:
+it clears the gradients (`zero_grad()`), calls the optimizer (`optim.set_scale(...)`) or sets a flag.
+(An `OverflowError` from `math.exp(loss)` after a step that was made is none of that.) What the `try` runs after the
 step, and its `else:`, runs only after a committed update; the handler, only after a skipped one;
 what follows the `try` runs after both, unless the handler ends the pass (`continue`, `break`,
 `return`). A name the handler sets to True or False (`overflow = True`) is the code's commit flag.
@@ -19,6 +21,7 @@ import libcst as cst
 
 from steplint.model.events import OPTIMIZER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.structure import Block, Guard, Site, ends_in
+from steplint.model.syntax import dotted, walk_expressions
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
@@ -81,7 +84,8 @@ def _dropped_by(event: Event) -> Optional[Tuple[int, cst.ExceptHandler]]:
         if isinstance(block.owner, cst.Try):
             handler = next((h for h in block.owner.handlers if _catches_overflow(h)), None)
             if handler is not None:
-                return (index, handler) if not ends_in(handler.body, (cst.Raise,)) else None
+                goes_on = not ends_in(handler.body, (cst.Raise,)) and _drops_the_update(handler, dotted(event.subject))
+                return (index, handler) if goes_on else None
     return None
 
 
@@ -89,6 +93,17 @@ def _catches_overflow(handler: cst.ExceptHandler) -> bool:
     caught = handler.type
     names = [e.value for e in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
     return any(isinstance(n, cst.Name) and n.value == "OverflowError" for n in names)
+
+
+def _drops_the_update(handler: cst.ExceptHandler, optimizer: Optional[str]) -> bool:
+    for node in walk_expressions(handler.body):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
+            node.func.attr.value == "zero_grad" or optimizer is not None and dotted(node.func.value) == optimizer
+        ):
+            return True
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value in ("True", "False"):
+            return True
+    return False
 
 
 def _enclosing(site: Site, entry: int, stop) -> List[Tuple[Block, cst.CSTNode]]:
