@@ -5,10 +5,11 @@ the training loop catches it, drops the update and goes on.
 In `try: ... optimizer.step() ... except OverflowError: ...`, the `step()` is a skippable update
 when the handler lets the pass go on (it does not end in `raise`) and treats the update as dropped:
 it clears the gradients (`zero_grad()`), calls the optimizer (`optim.set_scale(...)`) or sets a flag.
-(An `OverflowError` from `math.exp(loss)` after a step that was made is none of that.) What the `try` runs after the
-step, and its `else:`, runs only after a committed update; the handler, only after a skipped one;
-what follows the `try` runs after both, unless the handler ends the pass (`continue`, `break`,
-`return`). A name the handler sets to True or False (`overflow = True`) is the code's commit flag.
+(A handler of an `OverflowError` from `math.exp(loss)`, after a step that was made, does none of
+that.) What the `try` runs after the step, and its `else:`, runs only after a committed update; the
+handler, only after a skipped one; what follows the `try` runs after both, unless the handler ends
+the pass (`continue`, `break`, `return`). A name the handler sets to True or False
+(`overflow = True`) is the code's commit flag.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def overflow_handling(model: "ModuleModel") -> OverflowHandling:
         if handling is None:
             continue
         entry, handler = handling
-        body, statement = event.site.trail[entry]
+        body = event.site.trail[entry][0]
         handling_try = body.owner
         event.kind, event.strategy = SKIPPABLE_STEP, OVERFLOW_ERROR
         guard = guards.setdefault(id(handling_try), Guard(handler.type, False, handling_try))  # type: ignore[arg-type]
@@ -96,6 +97,7 @@ def _catches_overflow(handler: cst.ExceptHandler) -> bool:
 
 
 def _drops_the_update(handler: cst.ExceptHandler, optimizer: Optional[str]) -> bool:
+    """The handler clears gradients, calls the optimizer (its dotted text) or sets a flag."""
     for node in walk_expressions(handler.body):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
             node.func.attr.value == "zero_grad" or optimizer is not None and dotted(node.func.value) == optimizer

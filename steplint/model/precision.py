@@ -28,7 +28,7 @@ COLOSSALAI_BOOSTERS = {"colossalai.booster.Booster", "colossalai.booster.booster
 _COLOSSALAI_MIXED_PRECISION = "colossalai.booster.mixed_precision."
 
 
-def plugin_precision(qualified: str, call: cst.Call) -> Optional[object]:
+def plugin_precision(qualified: str, call: cst.Call) -> Optional[bool]:
     """For a ColossalAI plugin's constructor: True when it trains in fp16 (or may: the precision is
     an expression), False when in another precision, None when the booster decides."""
     tail = qualified.rsplit(".", 1)[-1]
