@@ -6,7 +6,10 @@ MoeHybridParallel, fp16 unless told otherwise) or, for a plugin that leaves it t
 on overflow and return nothing that says so; bf16, fp8 and fp32 never skip.
 
 DeepSpeed: the engine's config, when the module shows it. A `"bf16"` entry, or an `"fp16"` entry
-that says `"enabled": False`, is no sign of fp16 (DeepSpeed refuses both enabled at once).
+that says `"enabled": False`, is no sign of fp16 (DeepSpeed refuses both enabled at once). In bf16
+there is no loss scale to calibrate, so no run of skipped updates; ZeRO 1/2 still drops an update
+whose gradients hold inf/NaN (`check_grad_overflow`, DeepSpeed >= 0.17.1), a rare event that
+`was_step_applied()` reports: steplint stays silent there, as for a plain optimizer.
 """
 
 from __future__ import annotations
