@@ -71,8 +71,9 @@ def _may_be_fp16(value: cst.BaseExpression, qualified) -> bool:
     return isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
 
 
-# Words that show fp16 in a module that hands DeepSpeed its config (`torch.bfloat16` is not one).
-_FP16_WORDS = re.compile(r"fp16|(?<!b)float16|\bhalf\b|loss_scale|cur_scale|overflow", re.I)
+# Words that show fp16 in a module that hands DeepSpeed its config (`torch.bfloat16` is not one,
+# nor Python's `OverflowError`, which `math.exp(loss)` for a perplexity raises in any precision).
+_FP16_WORDS = re.compile(r"fp16|(?<!b)float16|\bhalf\b|loss_scale|cur_scale|overflow(?!error)", re.I)
 _NOT_FP16_ENTRIES = ("bf16", "bfloat16")
 
 
