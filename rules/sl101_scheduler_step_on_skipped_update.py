@@ -58,6 +58,8 @@ scheduler after the batch loop, and a call marked `# steplint: schedule=tokens` 
 
 ## Fix safety
 Safe: only the scheduler's advance changes, to the committed updates the schedule is written in.
+Unsafe when the gate is a DeepSpeed engine's `was_step_applied()`: fp16 DeepSpeed needs a GPU, so no
+test of ours has run that gate.
 No fix for updates the code skips itself: moving the scheduler into the update's branch is left to you.
 There is no fix for timm-style `loss_scaler(loss, optimizer)` calls, which step and update the scaler
 in one call and leave nothing exact to read afterwards.
