@@ -261,6 +261,11 @@ class ModuleModel:
         # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
         return [u for u in candidates if u.optimizer is None or optimizer in (self.roles.key(u.optimizer, u.site.scope), _engine_optimizer(u))]
 
+    def built_on(self, scheduler: Event, update: Event) -> bool:
+        """Whether the code says the scheduler was built on the optimizer that `update` steps."""
+        paired = self._own_updates(scheduler, [update])
+        return bool(paired) and update.optimizer is not None
+
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
         if "steplint:" not in self.source.text:  # no intent comment anywhere: no need to place the call
