@@ -230,3 +230,67 @@ def test_step_through_the_scaler_skips_inf_after_unscale(tmp_path):
     after_each, params, error = _bypass_run(fixed.train_clipped, batches, {2}, 1e6)
     assert error is None and len(after_each) == 5
     assert _finite(params) and _close(params, _sgd_reference(batches, {2}))
+
+
+# -- SL204: a per-batch scaler.update() moved into the window block --------------------------------
+
+ACCUM = 4
+
+
+def _window_run(train, batches, skipped_windows):
+    """Gradients each committed update applied, the loss scale after each update(), the final
+    parameters, and the error that stopped the loop."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    _poison(model.weight, skipped_windows, per=ACCUM)
+    applied = []
+    optimizer.register_step_pre_hook(lambda *_: applied.append([p.grad.clone() for p in model.parameters()]))
+    scales = []
+    original_update = scaler.update
+
+    def update(*args, **kwargs):
+        original_update(*args, **kwargs)
+        scales.append(scaler.get_scale())
+
+    scaler.update = update
+    error = None
+    try:
+        train(model, optimizer, scaler, batches, ACCUM)
+    except AssertionError as raised:
+        error = raised
+    return applied, scales, [p.detach().clone() for p in model.parameters()], error
+
+
+def _window_reference(batches, skipped_windows):
+    """fp32 accumulation: each window's gradient summed over its micro-batches, then the update."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    applied = []
+    for w in range(len(batches) // ACCUM):
+        if w not in skipped_windows:
+            sum(model(x).pow(2).mean() / ACCUM for x in batches[w * ACCUM : (w + 1) * ACCUM]).backward()
+            applied.append([p.grad.clone() for p in model.parameters()])
+            optimizer.step()
+        optimizer.zero_grad()
+    return applied, [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("function", ["train", "train_logged"], ids=["update-after-window", "update-after-logging"])
+def test_update_moved_into_the_window(tmp_path, function):
+    windows, skipped = 5, {1}
+    batches = _batches(windows * ACCUM)
+    applied, scales, _, error = _window_run(getattr(load(LOOPS / "window_update_loop.py"), function), batches, skipped)
+    assert "No inf checks were recorded" in str(error) and applied == [] and scales == []  # update() on the first micro-batch
+
+    fixed = load(fixed_copy(tmp_path, "window_update_loop.py", unsafe=False))
+    applied, scales, params, error = _window_run(getattr(fixed, function), batches, skipped)
+    assert error is None
+    assert scales == [65536.0, 32768.0, 32768.0, 32768.0, 32768.0]  # one update per window, backed off once
+    reference_applied, reference_params = _window_reference(batches, skipped)
+    assert len(applied) == windows - len(skipped)
+    assert all(_close(a, b) for a, b in zip(applied, reference_applied))  # the window's fp32 gradient sum
+    assert _close(params, reference_params)
