@@ -31,7 +31,8 @@ optimizer.zero_grad()
 Safe, when the module has no `update()` for that scaler at all: `scaler.update()` is inserted right
 after the step, once per pass: after the last `scaler.step` of that scaler, where it runs whenever
 the earlier ones do (two optimizers sharing a scaler get one update after both steps; an update
-between them would unscale the second optimizer's gradients by a scale they were not scaled with). When an `update()` exists but some path skips it (an early `continue`), there is no
+between them would unscale the second optimizer's gradients by a scale they were not scaled with).
+Proven at run time on both shapes (tests/test_runtime_scaler.py). When an `update()` exists but some path skips it (an early `continue`), there is no
 fix: where the update belongs depends on what that path means. The same holds after `unscale_`.
 
 ## References

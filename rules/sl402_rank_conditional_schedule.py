@@ -32,7 +32,9 @@ reach the wait, and the run hangs.
 
 ## Fix safety
 Safe: the statement moves out of the rank condition, to just before it when it comes first in the
-block, or just after it when it comes last; otherwise there is no fix. Unsafe for a counter that
+block, or just after it when it comes last; otherwise there is no fix. Proven at run time on two
+gloo ranks in DDP, for each of these shapes: the ranks then use the same LR and keep the same weights
+(tests/test_runtime_ranks.py). Unsafe for a counter that
 feeds a waiting save: every rank then enters the save's cadence, and whatever in it is not itself
 limited to one rank runs on all of them.
 """
