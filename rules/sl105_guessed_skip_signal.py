@@ -53,6 +53,7 @@ import libcst as cst
 from steplint.fixes import SAFE, Edit, Fix
 from steplint.model import COUNTER_INCREMENT, GUESSED_GATE, SCALER_UPDATE, SCHEDULER_STEP
 from steplint.model.guards import is_finiteness_check
+from steplint.model.roles import SCALER
 from steplint.model.syntax import last_name, walk_expressions
 from steplint.rewrite import committed_update_edits, gate_condition, holds_comment, shares_its_pass
 from steplint.rule import Finding, rule
@@ -160,6 +161,8 @@ def _message(model, guess, update, guard, scope):
 
 
 def _read_before_update(model, guess, update):
+    if update.strategy != SCALER:
+        return False  # (a helper that steps may update the scale too)
     order = model.order_of_expression(guess)
     after = [u.order for u in model.in_iteration(update, SCALER_UPDATE) if u.order > update.order]
     return order is not None and (not after or order < min(after))
@@ -177,6 +180,8 @@ def _fix(model, guess, negation, container, gated):
         return None
     if any(u is not update or _ends_a_pass(g) for _, u, g in gated):
         return None  # (one guess gating the schedules of two optimizers cannot become one flag)
+    if not model.runs_only_with(model.site_of_expression(guess), update.site):
+        return None  # `if use_amp: scaler.step(opt) else: opt.step()`, the guess after both: no flag on the other path
     if shares_its_pass(model, update) and not _only_paired_schedulers(model, guess, container, gated):
         return None
     edits = committed_update_edits(model, update, condition, model.settings.fix_gate)

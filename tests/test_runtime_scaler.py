@@ -64,6 +64,7 @@ GUESSES = [
     pytest.param("train_flag", "commits", id="flag-before<=after"),
     pytest.param("train_skip_flag", "commits", id="flag-before>after-negated"),
     pytest.param("train_strict", "growths", id="strict-before<after"),
+    pytest.param("train_helper", "growths", id="strict-around-a-step-helper"),
     pytest.param("train_read_before_update", "attempts", id="read-before-update"),
     pytest.param("train_loss_finite", "attempts", id="loss-isfinite"),
     pytest.param("train_nan_check", "attempts", id="not-loss-isnan"),

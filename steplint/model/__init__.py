@@ -404,8 +404,13 @@ class ModuleModel:
 
     def order_of_expression(self, expr: cst.CSTNode) -> Optional[int]:
         """Program order of the statement or condition that holds an expression."""
+        site = self.site_of_expression(expr)
+        return site.order if site is not None else None
+
+    def site_of_expression(self, expr: cst.CSTNode) -> Optional[Site]:
+        """Site of the statement or condition that holds an expression."""
         holder = self.structure.holder.get(id(expr))
-        return self.structure.site_of[id(holder)].order if holder is not None else None
+        return self.structure.site_of[id(holder)] if holder is not None else None
 
     # -- facts about names -----------------------------------------------------------------------
 

@@ -97,6 +97,25 @@ def train_skip_flag(model, optimizer, scheduler, scaler, batches):
     return completed
 
 
+def optimizer_step(scaler, optimizer):
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def train_helper(model, optimizer, scheduler, scaler, batches):
+    """The step and update in a helper; a strict comparison around its call."""
+    completed = 0
+    for x in batches:
+        scaler.scale(model(x).pow(2).mean()).backward()
+        before = scaler.get_scale()
+        optimizer_step(scaler, optimizer)
+        optimizer.zero_grad()
+        if before < scaler.get_scale():
+            scheduler.step()
+            completed += 1
+    return completed
+
+
 def train_pair(opt_d, opt_g, scaler, batches, loss_d, loss_g):
     """Two optimizers share a scaler, each updated, scale-checked and scheduled in turn."""
     sched_d = torch.optim.lr_scheduler.LambdaLR(opt_d, lambda s: min(1.0, (s + 1) / 10))
