@@ -233,6 +233,54 @@ def test_step_through_the_scaler_skips_inf_after_unscale(tmp_path):
     assert _finite(params) and _close(params, _sgd_reference(batches, {2}))
 
 
+@pytest.mark.runtime
+def test_step_through_the_scaler_at_the_window_end(tmp_path):
+    batches = _batches(4 * ACCUM)
+    torch.manual_seed(0)
+    start = [p.detach().clone() for p in torch.nn.Linear(4, 1).parameters()]
+    _, first = _window_reference(batches[:ACCUM], set())
+
+    after_each, _, error = _bypass_run(load(LOOPS / "bypass_loop.py").train_window, batches, set(), ACCUM)
+    assert len(after_each) == 1 and "No inf checks were recorded" in str(error)
+    step = [a - s for a, s in zip(after_each[0], start)]
+    intended = [f - s for f, s in zip(first, start)]
+    assert all(torch.allclose(a, 65536.0 * b, rtol=1e-4) for a, b in zip(step, intended))
+
+    fixed = load(fixed_copy(tmp_path, "bypass_loop.py", unsafe=False))
+    after_each, params, error = _bypass_run(fixed.train_window, batches, {2 * ACCUM + 1}, ACCUM)  # an inf in window 2
+    assert error is None and len(after_each) == 3
+    assert _finite(params) and _close(params, _window_reference(batches, {2})[1])
+
+
+@pytest.mark.runtime
+def test_step_and_update_both_inserted_where_neither_was(tmp_path):
+    """SL203 and then SL202 on the same loop: one `--fix` gives the documented pair."""
+    batches = _batches(6)
+    torch.manual_seed(0)
+    start = [p.detach().clone() for p in torch.nn.Linear(4, 1).parameters()]
+    first = _sgd_reference(batches[:1], set())
+
+    def run(train):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        _poison(model.weight, {3})
+        after_each = []
+        optimizer.register_step_post_hook(lambda *_: after_each.append([p.detach().clone() for p in model.parameters()]))
+        scaler = train(model, optimizer, batches)
+        return scaler, after_each, [p.detach().clone() for p in model.parameters()]
+
+    scaler, after_each, params = run(load(LOOPS / "bypass_loop.py").train_unscaled_never)
+    step = [a - s for a, s in zip(after_each[0], start)]
+    assert all(torch.allclose(a, 65536.0 * (f - s), rtol=1e-4) for a, f, s in zip(step, first, start))
+    assert len(after_each) == 6 and not _finite(params)  # the inf batch went in too
+
+    fixed = fixed_copy(tmp_path, "bypass_loop.py", unsafe=False)
+    scaler, after_each, params = run(load(fixed).train_unscaled_never)
+    assert len(after_each) == 5 and scaler.get_scale() == 32768.0
+    assert _finite(params) and _close(params, _sgd_reference(batches, {3}))
+
+
 # -- SL204: a per-batch scaler.update() moved into the window block --------------------------------
 
 ACCUM = 4
