@@ -163,7 +163,7 @@ def test_inserted_update_follows_both_steps_of_a_shared_scaler(tmp_path):
         run(load(LOOPS / "missing_update_loop.py"))
     fixed = fixed_copy(tmp_path, "missing_update_loop.py", unsafe=False)
     text = fixed.read_text()
-    assert text.count("        scaler.update()\n") == 2  # one per function: after both steps in the pair
+    assert "scaler.step(opt_a)\n        scaler.step(opt_b)\n        scaler.update()\n" in text  # one update, after both steps
     scaler, a_params, b_params = run(load(fixed))
     assert scaler.get_scale() == 65536.0 * 0.5**2
     assert _close(a_params, _sgd_reference(batches, {0, 4}))
@@ -175,6 +175,25 @@ def test_inserted_update_follows_both_steps_of_a_shared_scaler(tmp_path):
     between.write_text(text.replace("scaler.step(opt_a)\n", "scaler.step(opt_a)\n        scaler.update()\n"))
     _, _, b_params = run(load(between))
     assert not _close(b_params, _sgd_reference(batches, set()))
+
+
+@pytest.mark.runtime
+def test_inserted_update_in_the_window_block(tmp_path):
+    batches = _batches(4 * ACCUM)
+
+    def run(module):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        _poison(model.weight, {1}, per=ACCUM)  # window 1 overflows
+        scaler = module.train_window(model, optimizer, batches, ACCUM)
+        return scaler, [p.detach().clone() for p in model.parameters()]
+
+    with pytest.raises(RuntimeError, match="step\\(\\) has already been called since the last update"):
+        run(load(LOOPS / "missing_update_loop.py"))
+    scaler, params = run(load(fixed_copy(tmp_path, "missing_update_loop.py", unsafe=False)))
+    assert scaler.get_scale() == 32768.0  # one update per window: backed off once
+    assert _close(params, _window_reference(batches, {1})[1])
 
 
 # -- SL203: optimizer.step() becomes scaler.step(optimizer) ---------------------------------------

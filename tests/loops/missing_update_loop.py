@@ -23,3 +23,14 @@ def train_pair(model_a, model_b, opt_a, opt_b, batches, device="cpu"):
         scaler.step(opt_a)
         scaler.step(opt_b)
     return scaler
+
+
+def train_window(model, optimizer, batches, accum, device="cpu"):
+    """Accumulation windows; the step at each window's end, no update."""
+    scaler = torch.amp.GradScaler(device)
+    for i, x in enumerate(batches):
+        scaler.scale(model(x).pow(2).mean() / accum).backward()
+        if (i + 1) % accum == 0:
+            scaler.step(optimizer)
+            optimizer.zero_grad()
+    return scaler
