@@ -36,16 +36,18 @@ Silent for exact signals and for flags the code keeps itself (`if not overflow:`
 `was_step_applied()`, `not accelerator.optimizer_step_was_skipped`).
 
 ## Fix safety
-Safe, where the update is a plain `scaler.step(optimizer)` statement: the guess is replaced by the
-result of `committed_step`, the exact record, in the guess's own sense: a test meant as "committed"
-(`before <= after`, `isfinite(loss)`) becomes `committed`, one meant as "skipped" (`before > after`,
-`isnan(loss)`) becomes `not committed` (and `not isnan(loss)` becomes `committed`). There is no fix
-where the sense is unclear (`before >= after` is true on a skip and on an unchanged scale alike; a
-scale compared with a constant), where the guess stands for more than one optimizer's update (two
-optimizers sharing a scaler: only a guess that gates, alone, the schedulers built on one of them is
-rewritten, to that optimizer's flag), where its branch raises or exits, and without an exact signal
-to read (a check before the update, a timm-style loss scaler). Proven at run time on each shape the
-fix produces (tests/test_runtime_scaler.py).
+Safe, where the update is a plain `scaler.step(optimizer)` statement, or a call of a helper in the
+module that runs one: the guess is replaced by the result of `committed_step`, the exact record, in
+the guess's own sense. A test meant as "committed" (`before <= after`, `isfinite(loss)`) becomes
+`committed`; one meant as "skipped" (`before > after`, `isnan(loss)`) becomes `not committed` (and
+`not isnan(loss)` becomes `committed`). There is no fix where the sense is unclear (`before >= after`
+is true on a skip and on an unchanged scale alike; a scale compared with a constant); where the guess
+stands for more than one optimizer's update (two optimizers sharing a scaler: only a guess that
+gates, alone, schedulers built on one of them becomes that optimizer's flag); where the guess also
+runs on a path without the update (`if use_amp: scaler.step(opt) else: opt.step()` before it: the
+flag would be unbound on the fp32 path); where its branch raises or exits; and without an exact
+signal to read (a check before the update, a timm-style loss scaler). Proven at run time on each
+shape the fix produces (tests/test_runtime_scaler.py).
 """
 
 import libcst as cst
