@@ -10,6 +10,7 @@ from test_runtime_fix import BASE_LR, LOOPS, fixed_copy, load, warmup
 BATCHES = 16
 SKIPPED = {0, 1, 2, 6}  # overflow while the scaler calibrates, and once more later
 COMMITTED = BATCHES - len(SKIPPED)
+ACCUM = 4  # micro-batches per window in the accumulation loops
 
 
 def _poison(parameter, skipped, per=1):
@@ -24,9 +25,22 @@ def _poison(parameter, skipped, per=1):
     parameter.register_hook(hook)
 
 
-def _batches(n, seed=1, spread=1.0):
-    torch.manual_seed(seed)
-    return [torch.randn(8, 4) * spread for _ in range(n)]
+def _record_scales(scaler):
+    """The loss scale after each scaler.update(), as the loop runs."""
+    scales = []
+    original_update = scaler.update
+
+    def update(*args, **kwargs):
+        original_update(*args, **kwargs)
+        scales.append(scaler.get_scale())
+
+    scaler.update = update
+    return scales
+
+
+def _batches(n):
+    torch.manual_seed(1)
+    return [torch.randn(8, 4) for _ in range(n)]
 
 
 # -- SL105: the guess replaced by committed_step's result ------------------------------------------
@@ -43,14 +57,7 @@ def _guess_run(train):
     _poison(model.weight, SKIPPED)
     used = []  # (a non-fused optimizer's step runs, and its post-hook fires, only when the update commits)
     optimizer.register_step_post_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
-    scales = []
-    original_update = scaler.update
-
-    def update(*args, **kwargs):
-        original_update(*args, **kwargs)
-        scales.append(scaler.get_scale())
-
-    scaler.update = update
+    scales = _record_scales(scaler)
     completed = train(model, optimizer, scheduler, scaler, _batches(BATCHES))
     return used, completed, scheduler.last_epoch, scales
 
@@ -107,9 +114,9 @@ def test_guess_fix_pairs_each_scheduler_with_its_own_optimizer(tmp_path):
 # -- SL202: scaler.update() inserted after the step ------------------------------------------------
 
 
-def _sgd_reference(batches, skipped, seed=0):
+def _sgd_reference(batches, skipped):
     """Plain fp32 SGD that leaves out the skipped batches."""
-    torch.manual_seed(seed)
+    torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for i, x in enumerate(batches):
@@ -118,6 +125,21 @@ def _sgd_reference(batches, skipped, seed=0):
             optimizer.step()
         optimizer.zero_grad()
     return [p.detach().clone() for p in model.parameters()]
+
+
+def _window_reference(batches, skipped_windows):
+    """fp32 accumulation: each window's gradient summed over its micro-batches, then the update."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    applied = []
+    for w in range(len(batches) // ACCUM):
+        if w not in skipped_windows:
+            sum(model(x).pow(2).mean() / ACCUM for x in batches[w * ACCUM : (w + 1) * ACCUM]).backward()
+            applied.append([p.grad.clone() for p in model.parameters()])
+            optimizer.step()
+        optimizer.zero_grad()
+    return applied, [p.detach().clone() for p in model.parameters()]
 
 
 def _close(params, reference):
@@ -302,8 +324,6 @@ def test_step_and_update_both_inserted_where_neither_was(tmp_path):
 
 # -- SL204: a per-batch scaler.update() moved into the window block --------------------------------
 
-ACCUM = 4
-
 
 def _window_run(train, batches, skipped_windows):
     """Gradients each committed update applied, the loss scale after each update(), the final
@@ -315,35 +335,13 @@ def _window_run(train, batches, skipped_windows):
     _poison(model.weight, skipped_windows, per=ACCUM)
     applied = []
     optimizer.register_step_pre_hook(lambda *_: applied.append([p.grad.clone() for p in model.parameters()]))
-    scales = []
-    original_update = scaler.update
-
-    def update(*args, **kwargs):
-        original_update(*args, **kwargs)
-        scales.append(scaler.get_scale())
-
-    scaler.update = update
+    scales = _record_scales(scaler)
     error = None
     try:
         train(model, optimizer, scaler, batches, ACCUM)
     except AssertionError as raised:
         error = raised
     return applied, scales, [p.detach().clone() for p in model.parameters()], error
-
-
-def _window_reference(batches, skipped_windows):
-    """fp32 accumulation: each window's gradient summed over its micro-batches, then the update."""
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    applied = []
-    for w in range(len(batches) // ACCUM):
-        if w not in skipped_windows:
-            sum(model(x).pow(2).mean() / ACCUM for x in batches[w * ACCUM : (w + 1) * ACCUM]).backward()
-            applied.append([p.grad.clone() for p in model.parameters()])
-            optimizer.step()
-        optimizer.zero_grad()
-    return applied, [p.detach().clone() for p in model.parameters()]
 
 
 @pytest.mark.runtime
