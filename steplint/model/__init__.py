@@ -320,11 +320,27 @@ class ModuleModel:
         return None
 
     def covers(self, later: Site, earlier: Site) -> bool:
-        """`later` runs on every path through `earlier` (after it): no condition or early exit of its own."""
+        """`later` runs on every path through `earlier` (after it): no condition or early exit of its
+        own, other than a second test of a condition `earlier` runs under, unchanged in between and
+        taken the same way (`if scaler is not None: unscale_` ... `if scaler is None: ... else: step`)."""
+        if not (self.same_iteration(later, earlier) and later.order > earlier.order):
+            return False
         own = {(id(g.test), g.negated) for g in earlier.guards}
-        return self.same_iteration(later, earlier) and later.order > earlier.order and all(
-            (id(g.test), g.negated) in own for g in later.guards
-        )
+        rest = [g for g in later.guards if (id(g.test), g.negated) not in own]
+        if not rest:
+            return True
+        held = {}
+        for guard in earlier.guards:
+            text, flipped = self.condition(guard.test)
+            held[text] = (guard, guard.negated != flipped)
+        for guard in rest:
+            if guard.early_exit:
+                return False
+            text, flipped = self.condition(guard.test)
+            match = held.get(text)
+            if match is None or match[1] != (guard.negated != flipped) or not self._unchanged(match[0], guard, later.scope):
+                return False
+        return True
 
     def same_object(self, a: Event, b: Event) -> bool:
         """Two events on one object (the same scaler or optimizer), by its key in their scopes."""
