@@ -47,6 +47,9 @@ CALL = "call"  # strategy of a call to a function of the module that makes one s
 COMMITTED_STEP = "committed_step"  # the helper steplint's fix adds (or imports from steplint.runtime)
 
 _SAVE_CALL = re.compile(r"^(save|save_checkpoint|save_state|save_pretrained|save_model|save_ckpt|checkpoint)$|^save_.*(checkpoint|ckpt|model|state)", re.I)
+# Files a sample is written to (an image, a clip, a plot): not a checkpoint, whatever the call's name.
+_MEDIA_FILE = re.compile(r"\.(png|jpe?g|gif|bmp|tiff?|webp|svg|pdf|wav|flac|mp3|ogg|mp4|avi|mkv|webm)$", re.I)
+_PATH_KEYWORDS = {"fp", "path", "filename", "file", "fname", "save_path"}
 _EVAL_CALL = re.compile(r"^(evaluate|validate|validation|eval_model|run_eval|run_validation|evaluation|test_model|do_eval)$|^(evaluate|validate|eval)_", re.I)
 
 
@@ -198,7 +201,7 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         parameters = args[0] if args else keyword(call, "parameters")
         if qualified in CLIP_FUNCTIONS and parameters is not None:
             return Event(CLIP, call, site, parameters)
-        if _SAVE_CALL.search(name) or qualified == "torch.save":
+        if qualified == "torch.save" or (_SAVE_CALL.search(name) and not writes_media(call)):
             return Event(CHECKPOINT_SAVE, call, site, func)
         if _EVAL_CALL.search(name):
             return Event(EVALUATION, call, site, func)
@@ -207,6 +210,27 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if name in _LOG_CALLS:
             return Event(LOG, call, site, func)
     return None
+
+
+def writes_media(call: cst.Call) -> bool:
+    """`image.save(f"{out}/step_{i}.jpg")`: a save whose path names an image, audio or video file
+    writes a sample for a human to look at, not training state."""
+    path = next(iter(positional(call)), None) or next(
+        (a.value for a in call.args if a.keyword is not None and a.keyword.value in _PATH_KEYWORDS), None
+    )
+    return path is not None and any(_MEDIA_FILE.search(text) for text in _literal_tails(path))
+
+
+def _literal_tails(expr: cst.BaseExpression) -> List[str]:
+    """The literal text each string in an expression ends with (`f"{d}/x.png"` -> `/x.png`)."""
+    tails = []
+    for sub in walk_expressions(expr):
+        if isinstance(sub, cst.SimpleString):
+            value = sub.evaluated_value
+            tails.append(value if isinstance(value, str) else "")
+        elif isinstance(sub, cst.FormattedString) and sub.parts and isinstance(sub.parts[-1], cst.FormattedStringText):
+            tails.append(sub.parts[-1].value)
+    return tails
 
 
 def copies_live_state(argument: cst.BaseExpression) -> bool:
