@@ -578,7 +578,60 @@ class ModuleModel:
             feeds |= self._fed_by_key.get(k, set())
         if not derived.isdisjoint(self._data_positions):
             feeds.discard("checkpoint")
+        if not derived.isdisjoint(self._epoch_data_counters):
+            feeds.discard("stop")
         return frozenset(feeds)
+
+    @cached_property
+    def _epoch_data_counters(self) -> Set[str]:
+        """Counters of one epoch's data: set to a literal in an outer loop, outside the loop over the
+        data, and ending that loop when they reach its length (`epoch_iter = 1` per epoch, then
+        `if epoch_iter == len(loader) // accum: break`). That stop is where the data runs out,
+        skipped updates included, not an update budget; a counter never reset (`global_step >=
+        max_steps`) stays one."""
+        found: Set[str] = set()
+        for event in self.of_kind(EARLY_EXIT):
+            loop, scope = event.site.loop, event.site.scope
+            if not isinstance(event.node, cst.Break) or not isinstance(loop, cst.For):
+                continue
+            data = {dotted(sub) for sub in walk_expressions(loop.iter) if isinstance(sub, (cst.Name, cst.Attribute))} - {None}
+            lengths = self._lengths_of(data, scope)
+            for guard in event.site.guards:
+                test = guard.test
+                if guard.negated or not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+                    continue
+                if not isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+                    continue
+                bound = test.comparisons[0].comparator
+                if not (_reads_length_of(bound, data) or dotted(bound) in lengths):
+                    continue
+                key = self.roles.key(test.left, scope) if isinstance(test.left, (cst.Name, cst.Attribute)) else None
+                if key and self._reset_outside(key, loop, scope):
+                    found.add(key)
+        return found
+
+    def _lengths_of(self, data: Set[str], scope: Scope) -> Set[str]:
+        """Names a scope sets from the length of the data (`num_iters = len(loader) // accum`)."""
+        return {
+            dotted(target) or ""
+            for node, site in self.statements_of(scope)
+            if isinstance(node, cst.Assign) and _reads_length_of(node.value, data)
+            for target in _targets(node)
+        }
+
+    def _reset_outside(self, key: str, loop: cst.For, scope: Scope) -> bool:
+        """The counter is set to a literal in a loop that encloses `loop` (once per epoch), not in `loop`."""
+        where = self.structure.site_of.get(id(loop.iter))  # the header's site: the loops around `loop`
+        if where is None:
+            return False
+        for node, site in self.statements_of(scope):
+            if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer)):
+                continue
+            if site.loop is None or loop in site.loops or site.loop not in where.loops:
+                continue
+            if any(self.roles.key(t, scope) == key for t in _targets(node) if isinstance(t, (cst.Name, cst.Attribute))):
+                return True
+        return False
 
     def ends_early_before(self, site: Site) -> bool:
         """A `continue` earlier in the same pass of the same loop, inside a nested branch
@@ -836,6 +889,14 @@ def _is_cadence(test: cst.CSTNode) -> bool:
         isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
         or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
         for sub in walk_expressions(test)
+    )
+
+
+def _reads_length_of(expr: cst.BaseExpression, data: Set[str]) -> bool:
+    """`len(loader)` (or `len(loader) // accum`) for one of the data names."""
+    return any(
+        isinstance(sub, cst.Call) and dotted(sub.func) == "len" and len(sub.args) == 1 and dotted(sub.args[0].value) in data
+        for sub in walk_expressions(expr)
     )
 
 
