@@ -6,13 +6,13 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List
 
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
-from steplint.source import Source, python_parse_error
+from steplint.source import Source, parse_python
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
@@ -58,14 +58,16 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
     (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
     rules = settings.enabled_rules(path)
-    python_error = _python_syntax_error(path, text)
-    if python_error is not None:
-        return [python_error] if SYNTAX_ERROR in rules else []
+    # Every file gets Python's syntax check, also those the prefilter skips: Python's parser is fast,
+    # and its tree tells the positions of reported statements later.
+    python_tree = parse_python(text, path)
+    if isinstance(python_tree, Exception):
+        return [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
     if not needs_analysis(text) or len(text) > MAX_ANALYSED_CHARS:
         return []
     import libcst as cst  # only files that pass the prefilter pay for importing the parser
 
-    source = Source(path, text)
+    source = Source(path, text, python_tree)
     if sys.getrecursionlimit() < _NESTING_RECURSION_LIMIT:
         sys.setrecursionlimit(_NESTING_RECURSION_LIMIT)
     try:
@@ -140,14 +142,9 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
     return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
 
 
-def _python_syntax_error(path: str, text: str) -> Optional[Diagnostic]:
-    """SL001 at Python's own position, with its message, when Python cannot parse the text. Every
-    file is checked, also those the prefilter skips: Python's parser is fast."""
-    error = python_parse_error(text, path)
-    if error is None:
-        return None
-    source = Source(path, text)
-    if "\0" in text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
+def _python_syntax_error(source: Source, error: Exception) -> Diagnostic:
+    """SL001 at Python's own position, with its message, for the error of Python's parser."""
+    if "\0" in source.text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
         return _null_byte(source)  # a ValueError before Python 3.12, a SyntaxError without position since
     if isinstance(error, SyntaxError):  # IndentationError and TabError too
         return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg)
