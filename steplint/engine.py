@@ -6,7 +6,7 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List
+from typing import TYPE_CHECKING, Dict, List, Optional
 
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
@@ -182,15 +182,18 @@ class FixResult:
 
 
 def fix_source(
-    path: str, text: str, settings: Settings, unsafe_fixes: bool = False, project=None, max_rounds: int = MAX_FIX_ROUNDS
+    path: str, text: str, settings: Settings, unsafe_fixes: bool = False, project=None, max_rounds: int = MAX_FIX_ROUNDS,
+    diagnostics: Optional[List[Diagnostic]] = None,
 ) -> FixResult:
     """Apply fixes until nothing changes (bounded), as ruff does: non-overlapping fixes per round,
     then lint again. A round whose result does not parse is retried fix by fix; a fix that breaks
     the module is dropped and its diagnostic stays. (`max_rounds=1`: one round, whose `fixed`
-    diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)"""
+    diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)
+    `diagnostics`: lint_source's answer for `text` with `project`, when the caller has it."""
     fixed: List[Diagnostic] = []
     for _ in range(max_rounds):
-        diagnostics = lint_source(path, text, settings, project)
+        if diagnostics is None:
+            diagnostics = lint_source(path, text, settings, project)
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
@@ -203,7 +206,7 @@ def fix_source(
         fixed.extend(d for d in fixable if d.fix in chosen)
         if candidate == text:
             return FixResult(text, fixed, diagnostics)
-        text = candidate
+        text, diagnostics = candidate, None
     return FixResult(text, fixed, lint_source(path, text, settings, project))
 
 

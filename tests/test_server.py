@@ -345,19 +345,87 @@ async def test_two_documents_and_closing_one(editor: Editor):
     assert codes(await editor.diagnostics(first)) == ["SL101"]
     (other,) = await editor.diagnostics(second)
     assert other.code == "SL101" and "lr_schedule" in other.message
-    # Saving a module re-publishes the open documents that may depend on it (today: all of them).
-    published = len([p for p in editor.client.published if p.uri == second])
-    editor.client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=first)))
-    for _ in range(WAIT * 100):
-        if len([p for p in editor.client.published if p.uri == second]) > published:
-            break
-        await asyncio.sleep(0.01)
-    assert editor.client.published[-1].uri in (first, second) and [p.uri for p in editor.client.published].count(second) > published
     editor.client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=second)))
     editor.change(first, TRAINING + "\n")
     assert codes(await editor.diagnostics(first)) == ["SL101"]
     if not editor.pull:
         assert list([p for p in editor.client.published if p.uri == second][-1].diagnostics) == []
+
+
+UTILS = textwrap.dedent(
+    '''\
+    import torch
+
+
+    def save_checkpoint(path, model, optimizer, scaler):
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+    '''
+)
+# The saver gains the scaler's state: the checkpoint of train.py is then complete.
+UTILS_WITH_SCALER = UTILS.replace("optimizer.state_dict()}", "optimizer.state_dict(), \"scaler\": scaler.state_dict()}")
+TRAIN_WITH_UTILS = textwrap.dedent(
+    '''\
+    import torch
+
+    from utils import save_checkpoint
+
+
+    def main(model, loader):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu")
+        for batch in loader:
+            scaler.scale(model(batch).mean()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        save_checkpoint("last.pt", model, optimizer, scaler)
+    '''
+)
+
+
+async def changed_diagnostics(editor: Editor, uri: str, old: List[str]) -> List[str]:
+    """The document's diagnostic codes once they differ from `old` (its version unchanged: another
+    module changed), pushed anew or pulled again."""
+    for _ in range(WAIT * 20):
+        if editor.pull:
+            found = codes(await editor.diagnostics(uri))
+        else:
+            found = codes(next(p.diagnostics for p in reversed(editor.client.published) if p.uri == uri))
+        if found != old:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the diagnostics of {uri} stayed {old}")
+
+
+async def test_a_change_in_utils_relints_the_open_modules_that_use_it(editor: Editor):
+    (editor.root / "utils.py").write_text(UTILS)
+    (editor.root / "train.py").write_text(TRAIN_WITH_UTILS)
+    train = editor.open("train.py", TRAIN_WITH_UTILS)
+    # As `steplint check train.py` says: the helper's checkpoint omits the scaler train.py has.
+    (saver,) = await editor.diagnostics(train)
+    assert saver.code == "SL302" and "utils.py:4" in saver.message and "`scaler`" in saver.message
+    utils = editor.open("utils.py", UTILS)
+    unrelated = editor.open("unrelated.py", TRAINING)
+    assert codes(await editor.diagnostics(utils)) == []
+    assert codes(await editor.diagnostics(unrelated)) == ["SL101"]
+    unrelated_pushes = [p.uri for p in editor.client.published].count(unrelated)
+
+    editor.change(utils, UTILS_WITH_SCALER)  # typed, not saved: the open text is what counts
+    assert await changed_diagnostics(editor, train, ["SL302"]) == []
+    if not editor.pull:  # the module that does not use utils.py was not linted again
+        barrier = editor.open("barrier.py", TRAINING)  # published after anything scheduled before it
+        await editor.diagnostics(barrier)
+        assert [p.uri for p in editor.client.published].count(unrelated) == unrelated_pushes
+
+    editor.change(utils, UTILS)
+    editor.client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=utils)))
+    assert await changed_diagnostics(editor, train, []) == ["SL302"]
+
+    editor.change(utils, UTILS_WITH_SCALER)
+    assert await changed_diagnostics(editor, train, ["SL302"]) == []
+    # Closed without saving: the project reads utils.py from disk again.
+    editor.client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=utils)))
+    assert await changed_diagnostics(editor, train, []) == ["SL302"]
 
 
 async def test_rapid_changes_publish_the_latest_version(editor: Editor):

@@ -10,6 +10,10 @@ cannot be refreshed would keep stale diagnostics after a configuration change, s
 Changes are coalesced: a change is linted after a short settle time, and while the engine is busy
 later changes only mark the document, which is linted once more, at its latest version, when the
 engine is free; a result for a version the editor has left is never published.
+
+Documents are linted with their project's context, as `steplint check FILE` lints them (project.py).
+A module's new text reaches the project index when it is opened, saved or closed, and after the
+typing settles: then the open documents whose project context changed are linted again.
 """
 
 from __future__ import annotations
@@ -29,22 +33,24 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from steplint import __version__
-from steplint.config import CONFIG_NAMES
-from steplint.engine import SYNTAX_ERROR, UNUSED_NOQA, fix_source, lint_source
+from steplint import __version__, cache
+from steplint.config import CONFIG_NAMES, ConfigError
+from steplint.diagnostic import Diagnostic
+from steplint.engine import SYNTAX_ERROR, fix_source, lint_source
 from steplint.rule import all_rules
 from steplint.server.actions import FIX_ALL, diagnostic_actions, fix_all_action, wanted, workspace_edit
 from steplint.server.convert import lsp_diagnostics, whole_text_edit
+from steplint.server.project import Projects, fingerprint
 from steplint.server.settings import LOG_LEVELS, DocumentSettings, EditorSettings, editor_settings
 from steplint.source import Source
-from steplint.suppress import Comments, comments
+from steplint.suppress import comments
 
 log = logging.getLogger("steplint.server")
 
-CHANGE_SETTLE_SECONDS = 0.05  # a keystroke can arrive as several changes (typing, auto-indent, a paste)
+CHANGE_SETTLE_SECONDS = 0.01  # a keystroke can arrive as several changes (typing, auto-indent, a paste)
+PROJECT_SETTLE_SECONDS = 0.3  # a typed module is summarised for its project when the typing pauses
 CONFIG_FILE_NAMES = ("pyproject.toml",) + CONFIG_NAMES
 PYTHON_SUFFIXES = (".py", ".pyi")
-_NO_COMMENTS = Comments({}, False, frozenset())
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,8 @@ class Linted:
     key: Tuple[Any, ...]  # (document version, settings generation, hash of the text)
     diagnostics: List[types.Diagnostic]
     fixable: bool  # a fix applies under the current settings: fix-all has something to do
+    found: Optional[List[Diagnostic]] = None  # the engine's diagnostics (fix-all's first round)
+    project: Any = None  # the project context they were linted with
 
 
 class SteplintServer(LanguageServer):
@@ -67,6 +75,8 @@ class SteplintServer(LanguageServer):
         self.publisher: Optional[asyncio.Task] = None
         self.reported: set = set()  # configuration errors already shown to the user
         self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.projects: Optional[Projects] = None  # used on the engine thread only
+        self.project_updates: Dict[str, asyncio.TimerHandle] = {}  # documents whose text the project awaits
 
     # -- capabilities the client announced ------------------------------------------------------
 
@@ -93,8 +103,18 @@ class SteplintServer(LanguageServer):
         self.editor = editor
         self.generation += 1
         self.documents = DocumentSettings(editor, self.workspace.root_path)
+        self.projects = Projects(self.excluded, self.summaries_cache)
         logging.getLogger("steplint").setLevel(LOG_LEVELS[editor.log_level])
         self.report_configuration_errors()
+
+    def excluded(self, path: str) -> bool:
+        try:
+            return self.documents.settings_for(path).excluded(path)
+        except ConfigError:
+            return True  # a folder with a broken configuration of its own: not read for summaries
+
+    def summaries_cache(self, path: str) -> Optional[str]:
+        return cache.cache_dir(self.documents.settings_for(path))
 
     def report_configuration_errors(self) -> None:
         for error in self.documents.errors if self.documents else ():
@@ -123,6 +143,16 @@ class SteplintServer(LanguageServer):
 
     def is_python(self, document) -> bool:
         return document.language_id == "python" or (document.filename or "").endswith(PYTHON_SUFFIXES)
+
+    def open_modules(self) -> Dict[str, Tuple[str, str]]:
+        """Path -> (uri, text) of the open Python documents that are files: the project reads
+        their texts, not the files'."""
+        found = {}
+        for uri, document in list(self.workspace.text_documents.items()):
+            path = to_fs_path(uri)
+            if path and path.endswith(".py") and self.is_python(document):
+                found[path] = (uri, document.source)
+        return found
 
     def snapshot(self, uri: str):
         """(document, text, key) of an open document's current text; None when it is not open."""
@@ -156,17 +186,27 @@ class SteplintServer(LanguageServer):
         if to_fs_path(uri) and settings.excluded(path):
             return Linted(key, [], False)
         units = self.workspace.position_codec.client_num_units
-        return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units))
+        project = self.project_context(path) if to_fs_path(uri) else None
+        return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units, project))
+
+    def project_context(self, path: str) -> Callable[[], Any]:
+        """What the project tells about the module, asked for on the engine thread."""
+        projects, texts = self.projects, {p: text for p, (_, text) in self.open_modules().items()}
+        return lambda: projects.context_for(path, texts) if path.endswith(".py") else None
 
     async def fix_all_edits(self, uri: str) -> Optional[List[Dict[str, Any]]]:
         """The edit that `steplint check --fix` would make to the current text (None: nothing to fix)."""
         found = self.snapshot(uri)
         if found is None or not self.is_python(found[0]):
             return None
+        linted = await self.lint(uri)
         document, text, key = found
+        if linted is None or linted.key != key:
+            return None  # the document changed meanwhile
         path = self.path_of(document)
         settings = self.documents.settings_for(path)
-        fixed = await self.once("fix", uri, key, functools.partial(fix_source, path, text, settings, self.editor.unsafe_fixes))
+        fix = functools.partial(fix_source, path, text, settings, self.editor.unsafe_fixes, linted.project, diagnostics=linted.found)
+        fixed = await self.once("fix", uri, key, fix)
         if fixed.text == text:
             return None
         return [whole_text_edit(text, fixed.text, self.workspace.position_codec.client_num_units)]
@@ -198,33 +238,76 @@ class SteplintServer(LanguageServer):
             self.computed.pop((kind, uri), None)
         self.pending.pop(uri, None)
 
-    def republish_dependents(self, changed_uri: str) -> None:
-        """A module was saved: re-lint the open documents whose diagnostics may depend on it.
+    def update_project(self, uri: str, delay: float) -> None:
+        """Give the module's current text (its file's, once closed) to its project, after `delay`,
+        then re-lint the open documents whose project context changed. Without delay the engine
+        gets the update before any lint asked for later."""
+        waiting = self.project_updates.pop(uri, None)
+        if waiting is not None:
+            waiting.cancel()
+        path = to_fs_path(uri)
+        if not path or not path.endswith(".py") or self.documents is None or self.excluded(path):
+            return
+        if delay:
+            self.project_updates[uri] = self.loop.call_later(delay, self.update_project, uri, 0)
+            return
+        document = self.open_document(uri)
+        modules = self.open_modules()
+        texts = {p: text for p, (_, text) in modules.items()}
+        update = functools.partial(_changed_modules, self.projects, path, document.source if document is not None else None, texts)
+        asyncio.ensure_future(self._relint_changed(self.loop.run_in_executor(self.engine, update), modules))
 
-        The project index (who imports whom) is where "may depend" becomes precise; until the
-        engine reads other modules, this is every other open Python document."""
-        dependents = [uri for uri, d in self.workspace.text_documents.items() if uri != changed_uri and self.is_python(d)]
-        for uri in dependents:
+    async def _relint_changed(self, update: "asyncio.Future", modules: Dict[str, Tuple[str, str]]) -> None:
+        changed = await update
+        uris = []
+        for path, new_context in changed.items():
+            if path not in modules:
+                continue
+            uri = modules[path][0]
+            linted = self.computed.get(("lint", uri))
+            # A lint asked for after the update (still running) or made with the new context stands.
+            if linted is not None and (not linted[1].done() or fingerprint(linted[1].result().project) == new_context):
+                continue
             self.computed.pop(("lint", uri), None)
-        self.relint(dependents)
+            self.computed.pop(("fix", uri), None)
+            uris.append(uri)
+        self.relint(uris)
 
 
-def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int]) -> Linted:
+def _changed_modules(projects: Projects, path: str, text: Optional[str], open_texts: Dict[str, str]) -> Dict[str, Optional[str]]:
+    """Runs on the engine thread: the open modules whose project context changed with `path`'s
+    text, and the fingerprint of their new context."""
+    try:
+        return projects.changed(path, text, list(open_texts), open_texts)
+    except Exception:
+        log.exception("internal error while indexing %s; please report it", path)
+        return {}
+
+
+def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int], project: Callable[[], Any]) -> Linted:
     """Runs on the engine thread: diagnostics in LSP terms, with their fix and noqa edits."""
     started = time.perf_counter()
     try:
-        found = lint_source(path, text, settings)
-        if not editor.show_syntax_errors:
-            found = [d for d in found if d.code != SYNTAX_ERROR]
+        context = _project_context(path, project)
+        found = lint_source(path, text, settings, context)
+        shown = found if editor.show_syntax_errors else [d for d in found if d.code != SYNTAX_ERROR]
         source = Source(path, text)
-        noqa_comments = comments(source) if any(d.code not in (SYNTAX_ERROR, UNUSED_NOQA) for d in found) else _NO_COMMENTS
-        fixable = any(d.fix is not None and d.fix.applies(editor.unsafe_fixes) for d in found)
-        linted = Linted(key, lsp_diagnostics(source, found, noqa_comments, key[0], editor.severity, units), fixable)
+        fixable = any(d.fix is not None and d.fix.applies(editor.unsafe_fixes) for d in shown)
+        linted = Linted(key, lsp_diagnostics(source, shown, comments(source), key[0], editor.severity, units), fixable, found, context)
         log.debug("linted %s version %s: %d diagnostics in %.0f ms", path, key[0], len(found), 1000 * (time.perf_counter() - started))
         return linted
     except Exception:
         log.exception("internal error while linting %s; please report it", path)
         return Linted(key, [], False)
+
+
+def _project_context(path: str, project: Callable[[], Any]):
+    """The module's project context; None (linted alone) when the project cannot be indexed."""
+    try:
+        return project()
+    except Exception:
+        log.exception("internal error while indexing the project of %s; linting it alone", path)
+        return None
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -288,14 +371,18 @@ def initialized(ls: SteplintServer, params: types.InitializedParams) -> None:
 
 @guarded()
 def did_open(ls: SteplintServer, params: types.DidOpenTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.update_project(uri, 0)  # first: the engine then lints it with its own summary in the index
     if not ls.pull:
-        ls.schedule(params.text_document.uri, 0)
+        ls.schedule(uri, 0)
 
 
 @guarded()
 def did_change(ls: SteplintServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
     if not ls.pull:
-        ls.schedule(params.text_document.uri, CHANGE_SETTLE_SECONDS)
+        ls.schedule(uri, CHANGE_SETTLE_SECONDS)
+    ls.update_project(uri, PROJECT_SETTLE_SECONDS)
 
 
 @guarded()
@@ -303,14 +390,14 @@ def did_save(ls: SteplintServer, params: types.DidSaveTextDocumentParams) -> Non
     uri = params.text_document.uri
     if not ls.pull:
         ls.schedule(uri, 0)
-    if uri.endswith(PYTHON_SUFFIXES):
-        ls.republish_dependents(uri)
+    ls.update_project(uri, 0)
 
 
 @guarded()
 def did_close(ls: SteplintServer, params: types.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.forget(uri)
+    ls.update_project(uri, 0)  # the project reads the file again
     if not ls.pull:
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
@@ -384,6 +471,8 @@ async def pull_diagnostics(ls: SteplintServer, params: types.DocumentDiagnosticP
 
 @guarded()
 def shutdown(ls: SteplintServer, params: None) -> None:
+    for waiting in ls.project_updates.values():
+        waiting.cancel()
     ls.engine.shutdown(wait=False, cancel_futures=True)
 
 
