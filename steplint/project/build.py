@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import re
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional
@@ -185,7 +187,10 @@ def _summaries(jobs: Dict[str, tuple], settings, store) -> Dict[str, ModuleSumma
     workers = os.cpu_count() or 1
     arguments = ([m[1] for m in missing], [m[2] for m in missing], [settings] * len(missing), [m[3] for m in missing])
     if len(missing) >= _PARALLEL_FROM and workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # Forked from a process with threads (the server's engine thread), a worker can inherit a
+        # lock held by another thread and wait forever: there, workers start afresh.
+        context = None if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             computed = list(pool.map(summarize_text, *arguments, chunksize=4))
     else:
         computed = list(map(summarize_text, *arguments))

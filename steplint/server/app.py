@@ -48,7 +48,7 @@ from steplint.suppress import comments
 log = logging.getLogger("steplint.server")
 
 CHANGE_SETTLE_SECONDS = 0.01  # a keystroke can arrive as several changes (typing, auto-indent, a paste)
-PROJECT_SETTLE_SECONDS = 0.3  # a typed module is summarised for its project when the typing pauses
+PROJECT_SETTLE_SECONDS = 0.5  # a typed module is summarised for its project when the typing pauses
 CONFIG_FILE_NAMES = ("pyproject.toml",) + CONFIG_NAMES
 PYTHON_SUFFIXES = (".py", ".pyi")
 
