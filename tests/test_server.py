@@ -4,6 +4,7 @@ with the capabilities VS Code and Neovim send (and VS Code's newer pull-diagnost
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 import textwrap
@@ -508,3 +509,71 @@ async def test_unsafe_fixes_one_at_a_time_and_in_fix_all_only_when_asked(editor:
     (fix_all,) = await editor.actions(uri, diagnostics, only=["source.fixAll"])
     assert await editor.apply(uri, fix_all) == fix_source(path, WITH_COUNTER, Settings(), unsafe_fixes=True).text
     assert await editor.diagnostics(uri) == []
+
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "fixtures" / "SL101" / "notebook_amp.ipynb"
+FIXED_NOTEBOOK = NOTEBOOK.with_name("notebook_amp.fixed.ipynb")
+
+
+def notebook_cells(path: Path) -> List[str]:
+    return ["".join(cell["source"]) for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+
+
+async def test_notebook_cells_get_their_diagnostics_and_fixes(editor: Editor):
+    """The buggy notebook of the SL101 fixture, opened as VS Code opens notebooks: each cell a
+    document; SL101 on the loop's cell; its quick fix edits two cells (the helper goes after the
+    imports) and makes the cells `steplint check --fix` makes; fix-all too."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    path = editor.root / "train.ipynb"
+    uris = [f"vscode-notebook-cell:{path}#W{n}" for n in range(len(cells))]
+    texts = dict(zip(uris, notebook_cells(NOTEBOOK)))
+    kinds = [types.NotebookCellKind.Code if c["cell_type"] == "code" else types.NotebookCellKind.Markup for c in cells]
+    book = types.NotebookDocument(
+        uri=path.as_uri(), notebook_type="jupyter-notebook", version=1, cells=[types.NotebookCell(kind=k, document=u) for k, u in zip(kinds, uris)]
+    )
+    documents = [
+        types.TextDocumentItem(uri=u, language_id="python" if k == types.NotebookCellKind.Code else "markdown", version=1, text=texts[u])
+        for u, k in zip(uris, kinds)
+    ]
+    editor.client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(notebook_document=book, cell_text_documents=documents))
+    editor.versions.update({u: 1 for u in uris})
+    loop_cell = uris[4]
+    (diagnostic,) = await editor.diagnostics(loop_cell)
+    assert diagnostic.code == "SL101" and diagnostic.range.start == types.Position(8, 4)  # `warmup.step()`, row 9 of cell 5
+    others = [u for u, k in zip(uris, kinds) if k == types.NotebookCellKind.Code and u != loop_cell]
+    if editor.pull:
+        assert [await editor.diagnostics(u) for u in others] == [[]] * len(others)
+    else:  # pushed at once with the loop's cell, empty (the %%bash cell is not Python: nothing)
+        assert {p.uri for p in editor.client.published if not p.diagnostics} == set(others) - {uris[5]}
+
+    def applied(edit: types.WorkspaceEdit) -> Dict[str, str]:
+        changes = {c.text_document.uri: c.edits for c in edit.document_changes} if edit.document_changes else edit.changes
+        return {u: apply_text_edits(texts[u], changes[u], editor.encoding) if u in changes else texts[u] for u in uris}
+
+    async def edit_of(action: types.CodeAction) -> types.WorkspaceEdit:
+        return action.edit or (await asyncio.wait_for(editor.client.code_action_resolve_async(action), WAIT)).edit
+
+    actions = await editor.actions(loop_cell, [diagnostic])
+    quick_fix = next(a for a in actions if a.kind == "quickfix" and "Disable" not in a.title)
+    assert quick_fix.title.startswith("steplint (SL101): ") and quick_fix.is_preferred
+    assert "steplint (SL101): Disable for this line" in [a.title for a in actions]
+    fixed = applied(await edit_of(quick_fix))
+    assert [fixed[u] for u in uris] == notebook_cells(FIXED_NOTEBOOK)
+    (fix_all,) = [a for a in await editor.actions(loop_cell, [], only=["source.fixAll"])]
+    assert [applied(await edit_of(fix_all))[u] for u in uris] == notebook_cells(FIXED_NOTEBOOK)
+
+    changed = [u for u in uris if fixed[u] != texts[u]]
+    assert changed == [uris[1], loop_cell]
+    text_content = [
+        types.NotebookDocumentCellContentChanges(
+            document=types.VersionedTextDocumentIdentifier(uri=u, version=2), changes=[types.TextDocumentContentChangeWholeDocument(text=fixed[u])]
+        )
+        for u in changed
+    ]
+    editor.versions.update({u: 2 for u in changed})
+    change = types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=text_content))
+    editor.client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=path.as_uri(), version=2), change=change))
+    assert await editor.diagnostics(loop_cell) == []
+    editor.client.notebook_document_did_close(types.DidCloseNotebookDocumentParams(
+        notebook_document=types.NotebookDocumentIdentifier(uri=path.as_uri()), cell_text_documents=[types.TextDocumentIdentifier(uri=u) for u in uris]))

@@ -38,8 +38,10 @@ from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.diagnostic import Diagnostic
 from steplint.engine import SYNTAX_ERROR, fix_source, lint_source
 from steplint.rule import all_rules
-from steplint.server.actions import FIX_ALL, diagnostic_actions, fix_all_action, wanted, workspace_edit
+from steplint.server.actions import FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
 from steplint.server.convert import lsp_diagnostics, whole_text_edit
+from steplint.server.notebooks import OpenNotebook, cell_diagnostics, open_notebook
+from steplint.server.notebooks import fix_all_changes as notebook_fix_all
 from steplint.server.project import Projects, fingerprint
 from steplint.server.settings import LOG_LEVELS, DocumentSettings, EditorSettings, editor_settings
 from steplint.source import Source
@@ -60,11 +62,17 @@ class Linted:
     fixable: bool  # a fix applies under the current settings: fix-all has something to do
     found: Optional[List[Diagnostic]] = None  # the engine's diagnostics (fix-all's first round)
     project: Any = None  # the project context they were linted with
+    by_cell: Optional[Dict[str, List[types.Diagnostic]]] = None  # a notebook's diagnostics, by cell URI
+    notebook: Optional[OpenNotebook] = None  # the notebook's cells as linted
 
 
 class SteplintServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("steplint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        python_cells = types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage(language="python")], notebook="*")
+        super().__init__(
+            "steplint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            notebook_document_sync=types.NotebookDocumentSyncOptions(notebook_selector=[python_cells], save=True),
+        )
         self.editor = EditorSettings()
         self.documents: Optional[DocumentSettings] = None
         self.generation = 0
@@ -73,6 +81,7 @@ class SteplintServer(LanguageServer):
         self.computed: Dict[Tuple[str, str], Tuple[Tuple[Any, ...], asyncio.Future]] = {}  # (kind, uri) -> (key, answer)
         self.pending: Dict[str, None] = {}  # documents to lint and publish, oldest first
         self.publisher: Optional[asyncio.Task] = None
+        self.published_cells: Dict[str, List[str]] = {}  # notebook URI -> the cells last published
         self.reported: set = set()  # configuration errors already shown to the user
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.projects: Optional[Projects] = None  # used on the engine thread only
@@ -172,8 +181,15 @@ class SteplintServer(LanguageServer):
         self.computed[(kind, uri)] = (key, future)
         return future
 
+    def notebook_of(self, uri: str) -> Optional[types.NotebookDocument]:
+        """The open notebook with this URI, or holding this cell."""
+        return self.workspace.get_notebook_document(notebook_uri=uri) or self.workspace.get_notebook_document(cell_uri=uri)
+
     async def lint(self, uri: str) -> Optional[Linted]:
-        """The diagnostics of the document's current text."""
+        """The diagnostics of the document's current text (of its notebook's, for a cell)."""
+        notebook = self.notebook_of(uri)
+        if notebook is not None:
+            return await self.lint_notebook(notebook)
         found = self.snapshot(uri)
         if found is None:
             return None
@@ -194,8 +210,36 @@ class SteplintServer(LanguageServer):
         projects, texts = self.projects, {p: text for p, (_, text) in self.open_modules().items()}
         return lambda: projects.context_for(path, texts) if path.endswith(".py") else None
 
-    async def fix_all_edits(self, uri: str) -> Optional[List[Dict[str, Any]]]:
-        """The edit that `steplint check --fix` would make to the current text (None: nothing to fix)."""
+    def notebook_path(self, notebook: types.NotebookDocument) -> str:
+        return to_fs_path(notebook.uri) or os.path.join(self.documents.root, "untitled.ipynb")
+
+    async def lint_notebook(self, notebook: types.NotebookDocument) -> Optional[Linted]:
+        if self.documents is None:
+            return None
+        opened = open_notebook(notebook, self.open_document)
+        key = (notebook.version, self.generation, hash(opened.book.source))
+        path = self.notebook_path(notebook)
+        settings = self.documents.settings_for(path)
+        self.report_configuration_errors()
+        if to_fs_path(notebook.uri) and settings.excluded(path):
+            return Linted(key, [], False, by_cell={cell.uri: [] for cell in opened.cells}, notebook=opened)
+        units = self.workspace.position_codec.client_num_units
+        return await self.once("lint", notebook.uri, key, functools.partial(_lint_notebook, path, opened, key, settings, self.editor, units))
+
+    async def fix_all_changes(self, uri: str) -> Optional[List[Change]]:
+        """The edits that `steplint check --fix` would make to the current text (None: nothing to fix)."""
+        notebook = self.notebook_of(uri)
+        if notebook is not None:
+            linted = await self.lint_notebook(notebook)
+            if linted is None or linted.notebook is None or linted.found is None:
+                return None
+            source = linted.notebook.book.source
+            fix = functools.partial(fix_source, self.notebook_path(notebook), source, self.documents.settings_for(self.notebook_path(notebook)),
+                                    self.editor.unsafe_fixes, diagnostics=linted.found)
+            fixed = await self.once("fix", notebook.uri, linted.key, fix)
+            if fixed.text == source:
+                return None
+            return notebook_fix_all(linted.notebook, fixed.text, self.workspace.position_codec.client_num_units)
         found = self.snapshot(uri)
         if found is None or not self.is_python(found[0]):
             return None
@@ -209,11 +253,12 @@ class SteplintServer(LanguageServer):
         fixed = await self.once("fix", uri, key, fix)
         if fixed.text == text:
             return None
-        return [whole_text_edit(text, fixed.text, self.workspace.position_codec.client_num_units)]
+        return [(uri, document.version, [whole_text_edit(text, fixed.text, self.workspace.position_codec.client_num_units)])]
 
     def schedule(self, uri: str, delay: float) -> None:
-        """Lint and publish the document soon; the latest version wins."""
-        self.pending[uri] = None
+        """Lint and publish the document (a cell's notebook) soon; the latest version wins."""
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        self.pending[notebook.uri if notebook is not None else uri] = None
         if self.publisher is None or self.publisher.done():
             self.publisher = asyncio.ensure_future(self._publish_pending(delay))
 
@@ -228,10 +273,18 @@ class SteplintServer(LanguageServer):
             except Exception:  # the engine thread catches its own; this is the server's
                 log.exception("cannot lint %s", uri)
                 continue
-            document = self.open_document(uri)
+            document = self.notebook_of(uri) or self.open_document(uri)
             if linted is None or document is None or linted.key[:2] != (document.version, self.generation):
                 continue  # closed, or changed meanwhile: the newer version is pending
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=linted.diagnostics, version=document.version))
+            if linted.by_cell is None:
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=linted.diagnostics, version=document.version))
+                continue
+            for gone in set(self.published_cells.get(uri, ())) - set(linted.by_cell):
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=gone, diagnostics=[]))
+            self.published_cells[uri] = list(linted.by_cell)
+            for cell_uri, diagnostics in linted.by_cell.items():
+                cell = self.open_document(cell_uri)
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell_uri, diagnostics=diagnostics, version=cell.version if cell else None))
 
     def forget(self, uri: str) -> None:
         for kind in ("lint", "fix"):
@@ -299,6 +352,19 @@ def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Ca
     except Exception:
         log.exception("internal error while linting %s; please report it", path)
         return Linted(key, [], False)
+
+
+def _lint_notebook(path: str, opened: OpenNotebook, key, settings, editor: EditorSettings, units: Callable[[str], int]) -> Linted:
+    """Runs on the engine thread: a notebook's diagnostics, by cell (no project context, as the
+    command line checks notebooks)."""
+    try:
+        found = lint_source(path, opened.book.source, settings)
+        shown = found if editor.show_syntax_errors else [d for d in found if d.code != SYNTAX_ERROR]
+        fixable = any(d.fix is not None and d.fix.applies(editor.unsafe_fixes) for d in shown)
+        return Linted(key, [], fixable, found, by_cell=cell_diagnostics(opened, shown, editor.severity, units), notebook=opened)
+    except Exception:
+        log.exception("internal error while linting %s; please report it", path)
+        return Linted(key, [], False, by_cell={cell.uri: [] for cell in opened.cells}, notebook=opened)
 
 
 def _project_context(path: str, project: Callable[[], Any]):
@@ -403,6 +469,34 @@ def did_close(ls: SteplintServer, params: types.DidCloseTextDocumentParams) -> N
 
 
 @guarded()
+def did_open_notebook(ls: SteplintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    if not ls.pull:
+        ls.schedule(params.notebook_document.uri, 0)
+
+
+@guarded()
+def did_change_notebook(ls: SteplintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    if not ls.pull:
+        ls.schedule(params.notebook_document.uri, CHANGE_SETTLE_SECONDS)
+
+
+@guarded()
+def did_save_notebook(ls: SteplintServer, params: types.DidSaveNotebookDocumentParams) -> None:
+    if not ls.pull:
+        ls.schedule(params.notebook_document.uri, 0)
+
+
+@guarded()
+def did_close_notebook(ls: SteplintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+    uri = params.notebook_document.uri
+    ls.forget(uri)
+    published = ls.published_cells.pop(uri, [])
+    if not ls.pull:
+        for cell in published:
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=[]))
+
+
+@guarded()
 async def did_change_configuration(ls: SteplintServer, params: types.DidChangeConfigurationParams) -> None:
     sent = params.settings
     if not sent and ls.client_can("workspace", "configuration"):  # "settings changed, ask for them"
@@ -439,9 +533,9 @@ async def code_action(ls: SteplintServer, params: types.CodeActionParams) -> Lis
             if lazy:
                 actions.append(fix_all_action(uri, version, None, versioned))
             else:
-                edits = await ls.fix_all_edits(uri)
-                if edits:
-                    actions.append(fix_all_action(uri, version, edits, versioned))
+                changes = await ls.fix_all_changes(uri)
+                if changes:
+                    actions.append(fix_all_action(uri, version, changes, versioned))
     return actions
 
 
@@ -452,9 +546,12 @@ async def resolve_code_action(ls: SteplintServer, action: types.CodeAction) -> t
     document = ls.open_document(uri) if uri else None
     if document is None or document.version != version:
         return action  # the document moved on: no edit rather than a misplaced one
-    edits = await ls.fix_all_edits(uri) if data.get("fixAll") else data.get("edits")
-    if edits:
-        action.edit = workspace_edit(uri, version, edits, ls.versioned_edits)
+    if data.get("fixAll"):
+        changes = await ls.fix_all_changes(uri)
+    else:
+        changes = [(uri, version, data.get("edits") or [])] + other_cells(data)
+    if changes and any(edits for _, _, edits in changes):
+        action.edit = workspace_edit(changes, ls.versioned_edits)
     return action
 
 
@@ -466,7 +563,8 @@ async def pull_diagnostics(ls: SteplintServer, params: types.DocumentDiagnosticP
     result_id = "-".join(str(part) for part in linted.key)
     if params.previous_result_id == result_id:
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
-    return types.RelatedFullDocumentDiagnosticReport(items=linted.diagnostics, result_id=result_id)
+    items = linted.diagnostics if linted.by_cell is None else linted.by_cell.get(params.text_document.uri, [])
+    return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
 
 
 @guarded()
@@ -509,6 +607,10 @@ def create_server() -> SteplintServer:
     server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change)
     server.feature(types.TEXT_DOCUMENT_DID_SAVE)(did_save)
     server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)(did_open_notebook)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)(did_change_notebook)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)(did_save_notebook)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)(did_close_notebook)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
     server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     options = types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True)
