@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import os
 import sys
@@ -624,4 +625,8 @@ def serve() -> None:
     """Run the server over stdin/stdout until the client says exit."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="steplint server: %(levelname)s %(message)s")
     all_rules()  # load the rules now, not during the first keystroke's lint
+    # A lint makes ~10^5 short-lived objects (LibCST nodes): the loaded engine goes to the permanent
+    # generation, and collections run per 50,000 allocations, not per 700 (5% of a lint's time).
+    gc.freeze()
+    gc.set_threshold(50_000, 10, 10)
     create_server().start_io()
