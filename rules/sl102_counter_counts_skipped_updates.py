@@ -27,7 +27,8 @@ lr_scheduler.step_update(num_updates=num_updates)
 ```
 
 Silent for counters that feed none of these (a log line's index), counters advanced under a commit
-gate (`if not overflow:`, `if committed:`), loops whose updates are never skipped, a timm
+gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
+drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
 (`samples_seen = step * batch_size`), and the accelerate / DeepSpeed recipe: there the prepared
 scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer
@@ -39,7 +40,8 @@ Safe when the counter feeds only schedules, LR computations and evaluation caden
 also feeds the end of the run or a checkpoint: gating it makes the run longer by the number of
 skipped updates, and changes checkpoint names. The cadence checks that read the counter right after
 it move under the gate with it (else a skipped update would repeat them); when such a check sits
-elsewhere in the loop, no fix is offered.
+elsewhere in the loop, no fix is offered. Unsafe whenever the gate is a DeepSpeed engine's
+`was_step_applied()`: fp16 DeepSpeed needs a GPU, so no test of ours has run that gate.
 
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)

@@ -38,10 +38,12 @@ from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO,
 from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
-from steplint.model.roles import RoleTable
+from steplint.model.roles import ENGINE, RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
 from steplint.model.groups import resite_group_events
+from steplint.model.overflow import OverflowHandling, overflow_handling
+from steplint.model.precision import deepspeed_fp16_shown
 from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
 from steplint.suppress import intent_basis
@@ -257,7 +259,7 @@ class ModuleModel:
         if optimizer is None or optimizer.split(":", 1)[0] not in (event.site.scope.name, "<module>", f"class {event.site.scope.class_name}"):
             return None
         # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
-        return [u for u in candidates if u.optimizer is None or self.roles.key(u.optimizer, u.site.scope) == optimizer]
+        return [u for u in candidates if u.optimizer is None or optimizer in (self.roles.key(u.optimizer, u.site.scope), _engine_optimizer(u))]
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
@@ -677,6 +679,15 @@ class ModuleModel:
                     if (id(site.scope), self.condition(guard.test)[0]) in windows:
                         self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
 
+    def _overflow(self, found: OverflowHandling) -> None:
+        """Events that run only after a committed update of a step an `except OverflowError` may drop
+        (or only after a dropped one) get that `try`'s guard, a commit gate."""
+        for event in self.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self._kinds[id(guard.test)] = frozenset({COMMIT_GATE})
+
     def _accelerate(self, found: AccelerateWindows) -> None:
         """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
         window with `if accelerator.sync_gradients:`. Without accumulation `sync_gradients` is always true."""
@@ -717,9 +728,13 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
     return " ".join(text.split()), flipped
 
 
-_FP16_MENTIONED = re.compile(r"fp16|float16|\bhalf\b|loss_scale|cur_scale|overflow", re.I)
 _DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
 _DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
+
+
+def _engine_optimizer(update: Event) -> Optional[str]:
+    """The key of the optimizer a DeepSpeed engine's step() steps, when the code names it."""
+    return update.role.optimizer if update.role is not None and update.role.kind == ENGINE else None
 
 
 def _step_update_does_nothing(event: Event) -> bool:
@@ -798,13 +813,17 @@ def build_model(source: Source, module: cst.Module, settings, project=None) -> M
         from steplint.project.events import call_events  # the project package builds on the model
 
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
-    if not _FP16_MENTIONED.search(source.text):
-        # A DeepSpeed engine skips only with fp16 on, set in a JSON config we cannot see; with no
-        # sign of fp16 in the module, its step is taken as a plain one (silence over a guess).
-        for event in model.events:
-            if event.strategy == "deepspeed":
-                event.kind = OPTIMIZER_STEP
+    engines = [e for e in model.events if e.strategy == "deepspeed"]
+    if engines and not deepspeed_fp16_shown(module, source.text, structure.statements):
+        # A DeepSpeed engine skips (to calibrate its loss scale) only with fp16 on, often set in a
+        # JSON config we cannot see; with no sign of fp16 in the module, or a bf16 config, its step
+        # is taken as a plain one (silence over a guess).
+        for event in engines:
+            event.kind = OPTIMIZER_STEP
+    overflow = overflow_handling(model)  # before anything reads the events by kind: it makes steps skippable
+    model._flags.update(dict.fromkeys(overflow.flags, frozenset({COMMIT_GATE})))
     model._classify_guards()
+    model._overflow(overflow)
     model._accelerate(accelerate_windows(model))
     model.in_group_loop = resite_group_events(model)
     return model
