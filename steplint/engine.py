@@ -126,7 +126,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
                 used.add((noqa, code))
                 continue
             start, end = model.span(finding.node)
-            noqa_row = last if first in found_comments.string_rows else first
+            noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
             found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))
     if UNUSED_NOQA in rules and found_comments is not None:
         for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
