@@ -30,7 +30,8 @@ Silent for counters that feed none of these (a log line's index), counters advan
 gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
 drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
-(`samples_seen = step * batch_size`), and the accelerate / DeepSpeed recipe: there the prepared
+(`samples_seen = step * batch_size`), a counter that finds the window's end (`step % accum == 0`,
+counting micro-batches by design), and the accelerate / DeepSpeed recipe: there the prepared
 scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer
 does), so only a schedule computed from the counter is reported. Plain PyTorch code that follows
 the same convention says so with `recipe = "hf-trainer"` in the configuration.
@@ -50,13 +51,17 @@ elsewhere in the loop, no fix is offered. Unsafe whenever the gate is a DeepSpee
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
+from steplint.model.windows import micro_batch_counters
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
 
 
 @rule("SL102", "counter-counts-skipped-updates", "Update counter advances on updates that may have been skipped", fix="sometimes")
 def check(model):
+    micro_batches = micro_batch_counters(model)
     for increment in model.of_kind(COUNTER_INCREMENT):
+        if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
+            continue  # it finds the window's end: gated on commits, it would stop the windows
         update = model.attempt_for(increment, before_only=False)
         if update is None and not model.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)

@@ -29,7 +29,10 @@ optimizer.zero_grad()
 
 ## Fix safety
 Safe, when the module has no `update()` for that scaler at all: `scaler.update()` is inserted right
-after the step. When an `update()` exists but some path skips it (an early `continue`), there is no
+after the step, once per pass: after the last `scaler.step` of that scaler, where it runs whenever
+the earlier ones do (two optimizers sharing a scaler get one update after both steps; an update
+between them would unscale the second optimizer's gradients by a scale they were not scaled with).
+Proven at run time on both shapes (tests/test_runtime_scaler.py). When an `update()` exists but some path skips it (an early `continue`), there is no
 fix: where the update belongs depends on what that path means. The same holds after `unscale_`.
 
 ## References
@@ -57,7 +60,7 @@ def check(model):
         fix = None
         if not of_this_scaler:
             # (after the last step of the pass: not inside `for opt in optimizers:`, once per optimizer)
-            edit = insert_after(model, step.site, f"{scaler}.update()") if id(step.node) not in model.in_group_loop else None
+            edit = insert_after(model, step.site, f"{scaler}.update()") if _last_step_of_its_pass(model, step) else None
             fix = Fix(f"Insert `{scaler}.update()` after the step", SAFE, (edit,)) if edit else None
             message = f"`{scaler}.update()` is never called: the loss scale never backs off, and updates keep being skipped"
         elif any(model.same_iteration(u.site, step.site) and u.order > step.order for u in of_this_scaler):
@@ -68,11 +71,25 @@ def check(model):
     yield from _unscale_then_skip(model, updates)
 
 
+def _last_step_of_its_pass(model, step):
+    """The update goes once, after the pass's last step of this scaler, and only where that step runs
+    whenever the others do. An update between two steps would change the scale under gradients
+    scaled with the old one, and the second step would unscale them by the wrong factor. (Not
+    inside `for opt in optimizers:`, once per optimizer, either.)"""
+    if id(step.node) in model.in_group_loop:
+        return False
+    others = [s for s in model.in_iteration(step, SKIPPABLE_STEP) if model.same_object(s, step)]
+    return all(model.covers(step.site, other.site) for other in others)
+
+
 def _unscale_then_skip(model, updates):
     """`unscale_` on a path that reaches neither a step nor an update of its scaler: skipped on purpose."""
     steps = model.of_kind(SKIPPABLE_STEP)
     for unscale in model.of_kind(UNSCALE):
-        later = [u for u in updates.get(model.object_key(unscale), []) if model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
+        of_this_scaler = updates.get(model.object_key(unscale), [])
+        if any(u.node is unscale.node for u in of_this_scaler):
+            continue  # a helper that unscales and updates in one call: its own paths are checked where it is defined
+        later = [u for u in of_this_scaler if model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
         stepped = [s for s in steps if model.same_object(s, unscale) and model.covers(s.site, unscale.site)]
         if not later or stepped or any(model.covers(u.site, unscale.site) for u in later):
             continue
