@@ -173,11 +173,12 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
 def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None):
     """The run's project index, when some file can need it (none passes the prefilter: no index).
     Its summaries share the run's cache folder, and `--no-cache`."""
-    if not any(needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p)) for p in files):
+    analysed = [p for p in files if needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p))]
+    if not analysed:
         return None
     from steplint.project.build import index_for_run  # (LibCST only where summaries are computed)
 
-    return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])))
+    return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])), analysed=analysed)
 
 
 def _text_or_empty(path: str) -> str:

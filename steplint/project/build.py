@@ -81,11 +81,13 @@ def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
 
 
 def index_for_run(
-    files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None
+    files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None,
+    analysed: Iterable[str] = (),
 ) -> Optional[BuiltIndex]:
     """The index of a run: its files, and when it checks one file (or stdin), the other Python
     files of that file's project too (at most MAX_PROJECT_FILES of them). Summaries are cached in
-    `cache_dir` (default: .steplint_cache under the project root) unless `cache` is false."""
+    `cache_dir` (default: .steplint_cache under the project root) unless `cache` is false. The files
+    in `analysed` (those the run lints) are summarised in this process, their parse kept for their lint."""
     if not files:
         return None
     notes = []
@@ -100,7 +102,7 @@ def index_for_run(
         if any(_relative(p, root) is None for p in files):
             root = common
         paths = files
-    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir)
+    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed)
     built.notes = notes
     return built
 
@@ -113,16 +115,19 @@ def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
 
 
 def build_index(
-    paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None
+    paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None,
+    analysed: Iterable[str] = (),
 ) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
-    from disk (a buffer piped in)."""
+    from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
     from steplint.config import Settings
 
     settings = settings or Settings()
     texts = dict(texts or {})
     store = _Store(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
     jobs: Dict[str, tuple] = {}  # relative path -> (text, roles its callers give)
+    analysed = set(analysed)
+    kept: Dict[str, str] = {}  # relative path -> the path its lint will use, for the files the run lints
     for path in paths:
         relative = _relative(path, root)
         if relative is None or relative in jobs:
@@ -137,7 +142,9 @@ def build_index(
                 continue
         if _SUMMARY_PREFILTER.search(text) or relative.endswith("__init__.py"):
             jobs[relative] = (text, None)
-    summaries = _summaries(jobs, settings, store)
+            if path in analysed:
+                kept[relative] = path
+    summaries = _summaries(jobs, settings, store, kept)
     index = ProjectIndex(summaries)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
@@ -147,15 +154,16 @@ def build_index(
         if roles:
             again[relative] = (jobs[relative][0], ModuleContext(relative, parameter_roles=roles))
     if again:
-        summaries.update(_summaries(again, settings, store))
+        summaries.update(_summaries(again, settings, store, kept))
         index = ProjectIndex(summaries)
     if store is not None:
         store.flush()
     return BuiltIndex(index, root)
 
 
-def _summaries(jobs: Dict[str, tuple], settings, store) -> Dict[str, ModuleSummary]:
-    """Summaries from the cache, the rest computed (in worker processes when there are many)."""
+def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str]) -> Dict[str, ModuleSummary]:
+    """Summaries from the cache, the rest computed: those of the files the run lints (`kept`) in
+    this process, their parse kept for the lint; the others in worker processes when there are many."""
     found: Dict[str, ModuleSummary] = {}
     missing = []
     for relative, (text, roles) in jobs.items():
@@ -164,14 +172,22 @@ def _summaries(jobs: Dict[str, tuple], settings, store) -> Dict[str, ModuleSumma
             found[relative] = store[key]
         else:
             missing.append((key, relative, text, roles))
+    elsewhere = [m for m in missing if m[1] not in kept]
     workers = os.cpu_count() or 1
-    arguments = ([m[1] for m in missing], [m[2] for m in missing], [settings] * len(missing), [m[3] for m in missing])
-    if len(missing) >= _PARALLEL_FROM and workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            computed = list(pool.map(summarize_text, *arguments, chunksize=4))
-    else:
-        computed = list(map(summarize_text, *arguments))
-    for (key, relative, _, _), summary in zip(missing, computed):
+    arguments = ([m[1] for m in elsewhere], [m[2] for m in elsewhere], [settings] * len(elsewhere), [m[3] for m in elsewhere])
+    computed: Dict[str, Optional[ModuleSummary]] = {}
+    pool = ProcessPoolExecutor(max_workers=workers) if len(elsewhere) >= _PARALLEL_FROM and workers > 1 else None
+    try:
+        pooled = pool.map(summarize_text, *arguments, chunksize=4) if pool is not None else None  # started now, collected below
+        for _, relative, text, roles in missing:
+            if relative in kept:
+                computed[relative] = summarize_text(relative, text, settings, roles, keep_as=kept[relative])
+        computed.update(zip(arguments[0], pooled if pooled is not None else map(summarize_text, *arguments)))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    for key, relative, _, _ in missing:
+        summary = computed[relative]
         if summary is not None:
             found[relative] = summary
             if store is not None:
@@ -184,16 +200,18 @@ def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
     return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{relative}\0{given}\0{text}".encode()).hexdigest()
 
 
-def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None) -> Optional[ModuleSummary]:
+def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None, keep_as: Optional[str] = None) -> Optional[ModuleSummary]:
     """The summary of one module's text (with the roles its callers give its parameters), or None
-    when it does not parse or nests too deeply to analyse."""
+    when it does not parse or nests too deeply to analyse. `keep_as`: the path of the file's lint
+    later in the run, which then reuses this parse."""
     try:
         import libcst as cst
 
+        from steplint.engine import parse_and_keep
         from steplint.model import build_model
         from steplint.project.summarize import summarize
 
-        module = cst.parse_module(text)
+        module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(text)
         return summarize(build_model(Source(relative, text), module, settings, roles), relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
         return None  # the file's own lint reports it (SL001); the project just knows less of it
