@@ -170,15 +170,16 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
     return report, written
 
 
-def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None):
+def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None, workers: Optional[int] = None):
     """The run's project index, when some file can need it (none passes the prefilter: no index).
-    Its summaries share the run's cache folder, and `--no-cache`."""
+    Its summaries share the run's cache folder, `--no-cache` and `--jobs`."""
     analysed = [p for p in files if needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p))]
     if not analysed:
         return None
     from steplint.project.build import index_for_run  # (LibCST only where summaries are computed)
 
-    return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])), analysed=analysed)
+    return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])), analysed=analysed,
+                         workers=workers)
 
 
 def _text_or_empty(path: str) -> str:
@@ -318,7 +319,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
             return
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
-        project = _project_index(files, excluded, resolver, mode) if not missing else None
+        project = _project_index(files, excluded, resolver, mode, workers=jobs or available_cores()) if not missing else None
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         click.echo(f"steplint: error: {error}", err=True)

@@ -82,12 +82,13 @@ def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
 
 def index_for_run(
     files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None,
-    analysed: Iterable[str] = (),
+    analysed: Iterable[str] = (), workers: Optional[int] = None,
 ) -> Optional[BuiltIndex]:
     """The index of a run: its files, and when it checks one file (or stdin), the other Python
     files of that file's project too (at most MAX_PROJECT_FILES of them). Summaries are cached in
     `cache_dir` (default: .steplint_cache under the project root) unless `cache` is false. The files
-    in `analysed` (those the run lints) are summarised in this process, their parse kept for their lint."""
+    in `analysed` (those the run lints) are summarised in this process, their parse kept for their lint;
+    the others in at most `workers` processes (default: one per core; 1: no pool)."""
     if not files:
         return None
     notes = []
@@ -102,7 +103,7 @@ def index_for_run(
         if any(_relative(p, root) is None for p in files):
             root = common
         paths = files
-    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed)
+    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed, workers=workers)
     built.notes = notes
     return built
 
@@ -116,7 +117,7 @@ def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
 
 def build_index(
     paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None,
-    analysed: Iterable[str] = (),
+    analysed: Iterable[str] = (), workers: Optional[int] = None,
 ) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
     from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
@@ -144,7 +145,8 @@ def build_index(
             jobs[relative] = (text, None)
             if path in analysed:
                 kept[relative] = path
-    summaries = _summaries(jobs, settings, store, kept)
+    workers = workers or os.cpu_count() or 1
+    summaries = _summaries(jobs, settings, store, kept, workers)
     index = ProjectIndex(summaries)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
@@ -154,14 +156,14 @@ def build_index(
         if roles:
             again[relative] = (jobs[relative][0], ModuleContext(relative, parameter_roles=roles))
     if again:
-        summaries.update(_summaries(again, settings, store, kept))
+        summaries.update(_summaries(again, settings, store, kept, workers))
         index = ProjectIndex(summaries)
     if store is not None:
         store.flush()
     return BuiltIndex(index, root)
 
 
-def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str]) -> Dict[str, ModuleSummary]:
+def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], workers: int) -> Dict[str, ModuleSummary]:
     """Summaries from the cache, the rest computed: those of the files the run lints (`kept`) in
     this process, their parse kept for the lint; the others in worker processes when there are many."""
     found: Dict[str, ModuleSummary] = {}
@@ -173,7 +175,6 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str]) ->
         else:
             missing.append((key, relative, text, roles))
     elsewhere = [m for m in missing if m[1] not in kept]
-    workers = os.cpu_count() or 1
     arguments = ([m[1] for m in elsewhere], [m[2] for m in elsewhere], [settings] * len(elsewhere), [m[3] for m in elsewhere])
     computed: Dict[str, Optional[ModuleSummary]] = {}
     pool = ProcessPoolExecutor(max_workers=workers) if len(elsewhere) >= _PARALLEL_FROM and workers > 1 else None
