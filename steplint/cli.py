@@ -133,10 +133,8 @@ def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> File
 def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=None) -> FileReport:
     """checked_text, answered from the cache when the file, settings and version are unchanged.
     Internal errors are never cached: the next run tries again."""
-    if not needs_analysis(text):
-        return checked_text(path, text, settings, mode, project)  # Python's syntax check is cheaper than a lookup
     directory = cache.cache_dir(settings)
-    key = cache.cache_key(path, text, settings, _dependencies(project))
+    key = _cache_key(path, text, settings, project)
     found = cache.load(directory, key)
     if found is not None:
         return FileReport(path, text, found)
@@ -144,6 +142,13 @@ def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=
     if not report.internal_traceback:
         cache.store(directory, key, report.diagnostics)
     return report
+
+
+def _cache_key(path: str, text: str, settings: Settings, project) -> str:
+    """A file the prefilter skips gets Python's syntax check only, whatever the rest of the project
+    says: its entry does not depend on the project. (A warm run then answers every unchanged file
+    with a lookup, which over a tree costs a fraction of the syntax checks and needs no pool.)"""
+    return cache.cache_key(path, text, settings, _dependencies(project) if needs_analysis(text) else ())
 
 
 def _dependencies(project) -> tuple:
@@ -259,9 +264,9 @@ def _answered_without_analysis(path: str, settings: Settings, project=None) -> O
         text = read_text(path).text
     except FileError:
         return None
-    if not needs_analysis(text):
-        return None  # Python's syntax check still runs on it, in _check_file
-    found = cache.load(cache.cache_dir(settings), cache.cache_key(path, text, settings, _dependencies(project)))
+    if len(text) > MAX_ANALYSED_CHARS:
+        return None  # _check_file tells that it was not analysed
+    found = cache.load(cache.cache_dir(settings), _cache_key(path, text, settings, project))
     return FileReport(path, text, found) if found is not None else None
 
 
