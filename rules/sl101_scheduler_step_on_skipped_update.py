@@ -36,18 +36,30 @@ exact for fused optimizers too. With accelerate the gate is
 The same holds when the code skips the update itself (`if not torch.isfinite(grad_norm):
 optimizer.zero_grad()`, `else: optimizer.step()`) and steps the scheduler outside that branch.
 
-An `optimizer.step()` is skippable when apex scales its loss (`with amp.scale_loss(loss, optimizer)`) or
-when `[tool.steplint.roles] skippable-optimizer = [...]` names it (for frameworks steplint does not know);
-neither leaves an exact signal to gate on, so there is no fix and the message says so.
+An `optimizer.step()` is skippable when apex scales its loss (`with amp.scale_loss(loss, optimizer)`),
+when ColossalAI boosts the optimizer in fp16 (`booster.boost(...)` with a Gemini, LowLevelZero or
+HybridParallel plugin, fp16 unless `precision=` says otherwise, or `Booster(mixed_precision="fp16")`
+with a DDP plugin), when a `try` around it catches `OverflowError` and goes on (fairseq's fp16
+optimizers raise it on overflow), or when `[tool.steplint.roles] skippable-optimizer = [...]` names it
+(for frameworks steplint does not know). None of these leaves a signal a fix could gate on after the
+step, so there is no fix and the message says so. With `OverflowError` the exception itself tells the
+code: what runs in the `try` after the step, in its `else:`, under a flag the handler sets
+(`if not overflow:`) or after a handler that ends the pass (`continue`) sees committed updates only,
+and is silent.
 
-Silent for schedulers that count something else: a scheduler prepared by accelerate (it skips by
-itself), one owned by a DeepSpeed engine, `ReduceLROnPlateau(metric)`, a call told its position
+Silent for updates that are never skipped: bf16, fp8 and fp32 ColossalAI boosters, a DeepSpeed
+engine whose module shows no fp16 (its config in bf16, `"fp16": {"enabled": False}`, or in a JSON file
+steplint cannot see), a handler that re-raises the `OverflowError`. Silent for schedulers that count
+something else: a scheduler prepared by accelerate (it skips by itself), one owned by a DeepSpeed
+engine, `ReduceLROnPlateau(metric)`, a call told its position
 (`scheduler.step(epoch + i / n)`, `step_update(num_updates)`: SL102 checks the counter), an epoch
 scheduler after the batch loop, and a call marked `# steplint: schedule=tokens` (or `batches`,
 `epochs`).
 
 ## Fix safety
 Safe: only the scheduler's advance changes, to the committed updates the schedule is written in.
+Unsafe when the gate is a DeepSpeed engine's `was_step_applied()`: fp16 DeepSpeed needs a GPU, so no
+test of ours has run that gate.
 No fix for updates the code skips itself: moving the scheduler into the update's branch is left to you.
 There is no fix for timm-style `loss_scaler(loss, optimizer)` calls, which step and update the scaler
 in one call and leave nothing exact to read afterwards.
@@ -55,6 +67,7 @@ in one call and leave nothing exact to read afterwards.
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
 - [`torch.amp.GradScaler`](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
+- [ColossalAI Booster API](https://colossalai.org/docs/basics/booster_api/)
 """
 
 from steplint.fixes import SAFE

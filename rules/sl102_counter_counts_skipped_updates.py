@@ -27,9 +27,11 @@ lr_scheduler.step_update(num_updates=num_updates)
 ```
 
 Silent for counters that feed none of these (a log line's index), counters advanced under a commit
-gate (`if not overflow:`, `if committed:`), loops whose updates are never skipped, a timm
+gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
+drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
-(`samples_seen = step * batch_size`), and the accelerate / DeepSpeed recipe: there the prepared
+(`samples_seen = step * batch_size`), a counter that finds the window's end (`step % accum == 0`,
+counting micro-batches by design), and the accelerate / DeepSpeed recipe: there the prepared
 scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer
 does), so only a schedule computed from the counter is reported. Plain PyTorch code that follows
 the same convention says so with `recipe = "hf-trainer"` in the configuration.
@@ -39,7 +41,8 @@ Safe when the counter feeds only schedules, LR computations and evaluation caden
 also feeds the end of the run or a checkpoint: gating it makes the run longer by the number of
 skipped updates, and changes checkpoint names. The cadence checks that read the counter right after
 it move under the gate with it (else a skipped update would repeat them); when such a check sits
-elsewhere in the loop, no fix is offered.
+elsewhere in the loop, no fix is offered. Unsafe whenever the gate is a DeepSpeed engine's
+`was_step_applied()`: fp16 DeepSpeed needs a GPU, so no test of ours has run that gate.
 
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
@@ -48,13 +51,17 @@ elsewhere in the loop, no fix is offered.
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
+from steplint.model.windows import micro_batch_counters
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
 
 
 @rule("SL102", "counter-counts-skipped-updates", "Update counter advances on updates that may have been skipped", fix="sometimes")
 def check(model):
+    micro_batches = micro_batch_counters(model)
     for increment in model.of_kind(COUNTER_INCREMENT):
+        if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
+            continue  # it finds the window's end: gated on commits, it would stop the windows
         update = model.attempt_for(increment, before_only=False)
         if update is None and not model.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)

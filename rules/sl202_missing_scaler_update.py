@@ -72,7 +72,10 @@ def _unscale_then_skip(model, updates):
     """`unscale_` on a path that reaches neither a step nor an update of its scaler: skipped on purpose."""
     steps = model.of_kind(SKIPPABLE_STEP)
     for unscale in model.of_kind(UNSCALE):
-        later = [u for u in updates.get(model.object_key(unscale), []) if model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
+        of_this_scaler = updates.get(model.object_key(unscale), [])
+        if any(u.node is unscale.node for u in of_this_scaler):
+            continue  # a helper that unscales and updates in one call: its own paths are checked where it is defined
+        later = [u for u in of_this_scaler if model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
         stepped = [s for s in steps if model.same_object(s, unscale) and model.covers(s.site, unscale.site)]
         if not later or stepped or any(model.covers(u.site, unscale.site) for u in later):
             continue

@@ -48,8 +48,11 @@ def check(model):
     saved = model.saved_under()
     restored = model.restored_from_checkpoint()
     reported = set()
+    # a function of this module that restores the optimizer itself is where its resume is reported,
+    # not again at each call that reaches it (`train()` -> `before_train()` -> `resume_train()`)
+    restoring_here = {load.site.scope.name for load in loads if load.via is None and load.role.kind == OPTIMIZER}
     for load in loads:
-        if load.role.kind != OPTIMIZER:
+        if load.role.kind != OPTIMIZER or (load.via is not None and load.via.via in restoring_here):
             continue
         state = model.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state_loaded(key)]

@@ -33,7 +33,7 @@ def cache_key(path: str, text: str, settings: object, dependencies: Iterable[str
     """The key of one file's entry. `dependencies`: the summaries (any stable text) of the modules
     it depends on, so that editing one of them misses the entries of its dependents."""
     digest = hashlib.sha256()
-    for part in (f"steplint {__version__} format {_FORMAT} code {_code_signature()}", os.path.abspath(path), repr(settings), *dependencies):
+    for part in (f"steplint {__version__} format {_FORMAT} code {code_signature()}", os.path.abspath(path), repr(settings), *dependencies):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     digest.update(text.encode("utf-8", "surrogatepass"))
@@ -41,7 +41,7 @@ def cache_key(path: str, text: str, settings: object, dependencies: Iterable[str
 
 
 @functools.lru_cache(maxsize=None)
-def _code_signature() -> str:
+def code_signature() -> str:
     """The installed analyzer's own files (name, size, modification time): an editable install that
     changes a rule between two runs of one version must not be answered by the old rule's entries."""
     digest = hashlib.sha256()

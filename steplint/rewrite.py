@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from steplint import runtime
-from steplint.fixes import Edit, Fix
+from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import CALL, Event
 from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
@@ -195,6 +195,8 @@ def gate_fix(
     for row in rows[1:]:
         offset = model.source.line_starts[row - 1]
         edits.append(Edit(offset, offset, unit))
+    if update.strategy == "deepspeed":
+        applicability = UNSAFE  # fp16 DeepSpeed needs a GPU: no runtime test here proves `was_step_applied()`
     return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}")
 
 

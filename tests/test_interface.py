@@ -123,13 +123,38 @@ def test_declared_role_names(tmp_path):
     assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == [("train.py", "SL101")]
 
 
+UNKNOWN_FRAMEWORK = """\
+from fastwrap import Wrapper
+
+
+def train(model, optimizer, loader, scheduler):
+    wrapper = Wrapper(loss_scale="dynamic")
+    model, booster_optimizer = wrapper.wrap(model, optimizer)
+    for batch in loader:
+        wrapper.backward(model(batch).mean(), booster_optimizer)
+        booster_optimizer.step()
+        scheduler.step()
+        booster_optimizer.zero_grad()
+"""
+
+
+def test_declared_skippable_optimizer(tmp_path):
+    (tmp_path / "train.py").write_text(UNKNOWN_FRAMEWORK)
+    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == []  # a step steplint cannot tell skips
+    (tmp_path / "steplint.toml").write_text('[roles]\nskippable-optimizer = ["booster_optimizer"]\n')
+    done = steplint("check", "--output-format", "json", ".", cwd=tmp_path)
+    assert codes(done) == [("train.py", "SL101")]
+    [item] = json.loads(done.stdout)
+    assert item["fix"] is None and "declares this optimizer skippable" in item["message"]
+
+
 COLOSSAL = """\
 from colossalai.booster import Booster
 from colossalai.booster.plugin import LowLevelZeroPlugin
 
 
 def train(model, optimizer, loader, scheduler):
-    booster = Booster(plugin=LowLevelZeroPlugin(precision="fp16"))
+    booster = Booster(plugin=LowLevelZeroPlugin(precision="{precision}"))
     model, booster_optimizer, *_ = booster.boost(model, optimizer)
     for batch in loader:
         booster.backward(model(batch).mean(), booster_optimizer)
@@ -139,14 +164,13 @@ def train(model, optimizer, loader, scheduler):
 """
 
 
-def test_declared_skippable_optimizer(tmp_path):
-    (tmp_path / "train.py").write_text(COLOSSAL)
-    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == []  # a step steplint cannot tell skips
-    (tmp_path / "steplint.toml").write_text('[roles]\nskippable-optimizer = ["booster_optimizer"]\n')
+def test_colossalai_fp16_steps_are_skippable_without_a_signal(tmp_path):
+    (tmp_path / "train.py").write_text(COLOSSAL.format(precision="fp16"))
     done = steplint("check", "--output-format", "json", ".", cwd=tmp_path)
-    assert codes(done) == [("train.py", "SL101")]
     [item] = json.loads(done.stdout)
-    assert item["fix"] is None and "declares this optimizer skippable" in item["message"]
+    assert item["code"] == "SL101" and item["fix"] is None and "no signal of the skip" in item["message"]
+    (tmp_path / "train.py").write_text(COLOSSAL.format(precision="bf16"))
+    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == []
 
 
 def test_exclude_extend_exclude_and_force_exclude(project):

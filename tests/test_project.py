@@ -3,10 +3,13 @@ re-exports), effects composed through calls (bounded, cycle-safe), summaries as 
 content hash, and the CLI following a single file or a stdin buffer into its project."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+from steplint.cache import code_signature
 from steplint.config import Settings
 from steplint.engine import lint_source
 from steplint.project import summary as s
@@ -158,3 +161,25 @@ def test_unmarked_folder_reads_its_packages_only(tmp_path):
     write(tmp_path, {"script.py": "", "pkg/__init__.py": "", "pkg/helpers.py": "", "unrelated/deep/other.py": ""})
     _, files, _ = project_files(str(tmp_path / "script.py"))
     assert sorted(p[len(str(tmp_path)) + 1:] for p in files) == ["pkg/__init__.py", "pkg/helpers.py", "script.py"]
+
+
+def test_an_edited_summarizer_misses_the_old_summaries(tmp_path):
+    """An editable install whose summarizer changed between two runs of one version summarises again
+    (a stale summary kept a re-exported loader unresolved in the corpus)."""
+    import steplint.project.summarize as summarizer
+
+    write(tmp_path, {"ckpt.py": SAVER})
+    build_index([str(tmp_path / "ckpt.py")], str(tmp_path))
+    summaries = tmp_path / ".steplint_cache" / "project" / "summaries.json"
+    first = set(json.loads(summaries.read_text()))
+    source = Path(summarizer.__file__)
+    stat = source.stat()
+    try:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        code_signature.cache_clear()
+        build_index([str(tmp_path / "ckpt.py")], str(tmp_path))
+    finally:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        code_signature.cache_clear()
+    second = set(json.loads(summaries.read_text()))
+    assert len(first) == len(second) == 1 and first != second

@@ -38,11 +38,13 @@ from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO,
 from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
-from steplint.model.roles import RoleTable
+from steplint.model.roles import ENGINE, SCALER, RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
 from steplint.model.groups import resite_group_events
-from steplint.model.windows import AccelerateWindows, accelerate_windows
+from steplint.model.overflow import OverflowHandling, overflow_handling
+from steplint.model.precision import deepspeed_fp16_shown
+from steplint.model.windows import AccelerateWindows, accelerate_windows, one_as_written
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -257,7 +259,7 @@ class ModuleModel:
         if optimizer is None or optimizer.split(":", 1)[0] not in (event.site.scope.name, "<module>", f"class {event.site.scope.class_name}"):
             return None
         # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
-        return [u for u in candidates if u.optimizer is None or self.roles.key(u.optimizer, u.site.scope) == optimizer]
+        return [u for u in candidates if u.optimizer is None or optimizer in (self.roles.key(u.optimizer, u.site.scope), _engine_optimizer(u))]
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
@@ -279,7 +281,31 @@ class ModuleModel:
 
     def in_iteration(self, event: Event, *kinds: str) -> List[Event]:
         """Events of `kinds` that run in the same pass of the same loop as `event`."""
-        return [e for e in self._same_iteration_events(event.site, kinds) if e is not event and not self.exclusive(e.site, event.site)]
+        return [
+            e for e in self._same_iteration_events(event.site, kinds)
+            if e is not event and not self.exclusive(e.site, event.site) and not self._scaler_absent(e, event) and not self._scaler_absent(event, e)
+        ]
+
+    def _scaler_absent(self, scaler_event: Event, other: Event) -> bool:
+        """`other` runs only where the scaler of `scaler_event` is None (`else:` of `if scaler is not
+        None:`, unchanged in between): a scaler that does not exist scaled and stepped nothing in that pass,
+        though a helper called with it (`backward(loss, scaler)`) makes the call look like a scaled backward."""
+        role = scaler_event.role
+        if scaler_event.subject is None or role is None or role.kind != SCALER:
+            return False
+        name = dotted(scaler_event.subject)
+        for guard in other.site.guards:
+            text, flipped = self.condition(guard.test)
+            if text != name or guard.negated == flipped or guard.early_exit:
+                continue
+            tested = self.structure.site_of.get(id(guard.test))
+            if tested is None:
+                continue
+            low, high = sorted((tested.order, scaler_event.order))
+            assigned = self._assignments_in(other.site.scope)
+            if not any(low <= order <= high for prefix in _prefixes(name) for order in assigned.get(prefix, ())):
+                return True
+        return False
 
     def update_outside_window(self, event: Event) -> Optional[Event]:
         """An update of this iteration that runs once per window while `event` runs every batch."""
@@ -542,10 +568,11 @@ class ModuleModel:
         return found
 
     @cached_property
-    def positioned_by_assignment(self) -> Set[str]:
-        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`), or
-        built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`)."""
-        found: Set[str] = set()
+    def positioned_on_resume(self) -> Set[str]:
+        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`),
+        built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`), or
+        replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing)."""
+        found: Set[str] = {key for key in map(self._replayed_scheduler, self.of_kind(SCHEDULER_STEP)) if key}
         for node, site in self.structure.statements:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
@@ -556,6 +583,15 @@ class ModuleModel:
                     ):
                         found.add(self.roles.key(target.target, site.scope) or "")
         return found
+
+    def _replayed_scheduler(self, event: Event) -> Optional[str]:
+        """The scheduler's key when `event` sits in a replay loop: `for _ in range(n):` whose body only
+        advances schedules (`x.step()`, `next(x)`), so it fast-forwards them and trains nothing."""
+        loop = event.site.loop
+        if event.subject is None or not isinstance(loop, cst.For) or not (isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"):
+            return None
+        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+        return self.roles.key(event.subject, event.site.scope) if body and all(map(_advances_a_schedule, body)) else None
 
     @staticmethod
     def stores_data_position(call: cst.Call) -> bool:
@@ -602,6 +638,8 @@ class ModuleModel:
             if label is None:
                 continue
             for guard in event.site.guards:
+                if label == "stop" and guard.early_exit:
+                    continue  # `if ...: continue` before `if done: break` decides whether this pass reaches the stop test, not the stop
                 feeds(label, self.keys_in(guard.test, s))
             if event.kind == CHECKPOINT_SAVE:
                 feeds(label, self.keys_in(event.node, s))
@@ -676,6 +714,26 @@ class ModuleModel:
                 for guard in site.guards:
                     if (id(site.scope), self.condition(guard.test)[0]) in windows:
                         self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
+        # `step % accum == 0` with `accum` 1 as written holds on every batch: no window, no cadence
+        for _, site in self.structure.statements:
+            for guard in site.guards:
+                kinds = self._kinds[id(guard.test)]
+                if WINDOW_BOUNDARY in kinds and self._divides_by_one_only(guard.test, site.scope):
+                    self._kinds[id(guard.test)] = kinds - {WINDOW_BOUNDARY, MODULO}
+
+    def _divides_by_one_only(self, test: cst.BaseExpression, scope: Scope) -> bool:
+        """The test is one comparison of `step % accum` (or `(step + 1) % accum`) with `accum` 1 as written."""
+        modulo = test.left if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 else None
+        return isinstance(modulo, cst.BinaryOperation) and isinstance(modulo.operator, cst.Modulo) and one_as_written(self, modulo.right, scope)
+
+    def _overflow(self, found: OverflowHandling) -> None:
+        """Events that run only after a committed update of a step an `except OverflowError` may drop
+        (or only after a dropped one) get that `try`'s guard, a commit gate."""
+        for event in self.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self._kinds[id(guard.test)] = frozenset({COMMIT_GATE})
 
     def _accelerate(self, found: AccelerateWindows) -> None:
         """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
@@ -717,9 +775,13 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
     return " ".join(text.split()), flipped
 
 
-_FP16_MENTIONED = re.compile(r"fp16|float16|\bhalf\b|loss_scale|cur_scale|overflow", re.I)
 _DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
 _DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
+
+
+def _engine_optimizer(update: Event) -> Optional[str]:
+    """The key of the optimizer a DeepSpeed engine's step() steps, when the code names it."""
+    return update.role.optimizer if update.role is not None and update.role.kind == ENGINE else None
 
 
 def _step_update_does_nothing(event: Event) -> bool:
@@ -727,6 +789,19 @@ def _step_update_does_nothing(event: Event) -> bool:
     unless the code shows that, the counter it reads feeds nothing."""
     func = event.node.func if isinstance(event.node, cst.Call) else None
     return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
+
+
+def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
+    """`x.step()` or `next(x)` alone on its line."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        call = small.value if isinstance(small, cst.Expr) else None
+        if not isinstance(call, cst.Call):
+            return False
+        if not (last_name(call.func) == "step" and isinstance(call.func, cst.Attribute) and not call.args or dotted(call.func) == "next" and len(call.args) == 1):
+            return False
+    return True
 
 
 def _is_cadence(test: cst.CSTNode) -> bool:
@@ -798,13 +873,17 @@ def build_model(source: Source, module: cst.Module, settings, project=None) -> M
         from steplint.project.events import call_events  # the project package builds on the model
 
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
-    if not _FP16_MENTIONED.search(source.text):
-        # A DeepSpeed engine skips only with fp16 on, set in a JSON config we cannot see; with no
-        # sign of fp16 in the module, its step is taken as a plain one (silence over a guess).
-        for event in model.events:
-            if event.strategy == "deepspeed":
-                event.kind = OPTIMIZER_STEP
+    engines = [e for e in model.events if e.strategy == "deepspeed"]
+    if engines and not deepspeed_fp16_shown(module, source.text, structure.statements):
+        # A DeepSpeed engine skips (to calibrate its loss scale) only with fp16 on, often set in a
+        # JSON config we cannot see; with no sign of fp16 in the module, or a bf16 config, its step
+        # is taken as a plain one (silence over a guess).
+        for event in engines:
+            event.kind = OPTIMIZER_STEP
+    overflow = overflow_handling(model)  # before anything reads the events by kind: it makes steps skippable
+    model._flags.update(dict.fromkeys(overflow.flags, frozenset({COMMIT_GATE})))
     model._classify_guards()
+    model._overflow(overflow)
     model._accelerate(accelerate_windows(model))
     model.in_group_loop = resite_group_events(model)
     return model

@@ -157,7 +157,7 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
                 continue
             # (a scheduler built with `last_epoch=` a resumed position is restored by its construction)
             if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (
-                role.prepared or role.engine_owned or role.positioned or key in model.positioned_by_assignment
+                role.prepared or role.engine_owned or role.positioned or key in model.positioned_on_resume
             ):
                 kind = "scheduler"
             elif role.kind == SCALER and role.enabled is not False:

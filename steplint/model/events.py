@@ -182,7 +182,7 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             return Event(UNSCALE, call, site, obj, role, optimizer=args[0])
         if method == "zero_grad" and kind == OPTIMIZER:
             return Event(ZERO_GRAD, call, site, obj, role, optimizer=obj)
-        if method == "load_state_dict" and kind in (OPTIMIZER, SCHEDULER, SCALER) and args and not _copies_live_state(args[0]):
+        if method == "load_state_dict" and kind in (OPTIMIZER, SCHEDULER, SCALER) and args and not copies_live_state(args[0]):
             return Event(STATE_LOAD, call, site, obj, role)
         if method == "register_step_post_hook" and kind == OPTIMIZER:
             return Event(STEP_HOOK, call, site, obj, role, optimizer=obj)
@@ -211,7 +211,7 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
     return None
 
 
-def _copies_live_state(argument: cst.BaseExpression) -> bool:
+def copies_live_state(argument: cst.BaseExpression) -> bool:
     """`opt.load_state_dict(other.state_dict())` (or a deepcopy of it) copies live state between
     objects: it is not a resume from a checkpoint."""
     return any(

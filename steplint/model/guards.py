@@ -31,6 +31,12 @@ def is_finiteness_check(expr: cst.CSTNode) -> bool:
     return False
 
 
+def divides_by_window(modulo: cst.BinaryOperation) -> bool:
+    """`x % accum`: the modulus is the accumulation length (`(step // accum) % 2` alternates, it is no window)."""
+    text = " ".join(filter(None, (dotted(n) for n in walk_expressions(modulo.right) if isinstance(n, (cst.Name, cst.Attribute)))))
+    return bool(_ACCUMULATION_NAME.search(text))
+
+
 def condition_kinds(
     test: cst.BaseExpression,
     flag_kind: Callable[[cst.BaseExpression], FrozenSet[str]],
@@ -55,9 +61,7 @@ def condition_kinds(
             if any(is_scale_read(o) for o in operands):
                 kinds.add(GUESSED_GATE)
         elif isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo):
-            # the window length is the modulus: `(step // accum) % 2` alternates, it is no window
-            text = " ".join(filter(None, (dotted(n) for n in walk_expressions(sub.right) if isinstance(n, (cst.Name, cst.Attribute)))))
-            kinds.add(WINDOW_BOUNDARY if _ACCUMULATION_NAME.search(text) else MODULO)
+            kinds.add(WINDOW_BOUNDARY if divides_by_window(sub) else MODULO)
         elif isinstance(sub, (cst.Name, cst.Attribute)):
             name = last_name(sub) or ""
             if name in _ACCEPTED_COMMIT_ATTRS or _EXACT_FLAG.search(name):

@@ -1,4 +1,5 @@
-"""Which names hold an optimizer, a GradScaler, a scheduler, an Accelerator, a DeepSpeed engine.
+"""Which names hold an optimizer, a GradScaler, a scheduler, an Accelerator, a DeepSpeed engine,
+a ColossalAI booster.
 
 Evidence, strongest first: the constructor or factory by import-resolved name, a type annotation,
 flow (assignment, `accelerator.prepare`, call arguments into parameters of the same module), use
@@ -14,6 +15,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
+from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, walk_expressions
 
@@ -26,6 +28,9 @@ ENGINE = "deepspeed-engine"
 SKIPPABLE_OPTIMIZER = "skippable-optimizer"  # declared in configuration: an optimizer whose step() a framework may skip
 APEX_SCALE_LOSS = "apex.amp.scale_loss"  # `with amp.scale_loss(loss, optimizer)`: apex skips that optimizer's step on overflow
 EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
+PLUGIN = "colossalai-plugin"  # GeminiPlugin(...), LowLevelZeroPlugin(...), ...: may set the precision
+BOOSTER = "colossalai-booster"  # Booster(plugin=..., mixed_precision=...): booster.boost(...) wraps the optimizer
+COLOSSALAI = "colossalai"  # who skips the step() of an optimizer boosted in fp16
 
 CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
 PRECISION_FROM_EXPRESSION = "expression"  # mixed_precision=args.mixed_precision: may be fp16
@@ -42,7 +47,8 @@ SCALER_CLASSES = {
 LOSS_SCALER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler", "timm.utils.ApexScaler", "timm.utils.cuda.ApexScaler"}
 OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimizer_v2", "transformers.AdamW", "transformers.Adafactor",
                        "transformers.optimization.AdamW", "transformers.optimization.Adafactor", "torch.distributed.optim.ZeroRedundancyOptimizer"}
-OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.")
+OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "colossalai.nn.optimizer.")
+SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")  # classes that step once per call
 SCHEDULER_FACTORY_TUPLES = {"timm.scheduler.create_scheduler", "timm.scheduler.create_scheduler_v2"}  # (scheduler, epochs)
 SCHEDULER_BASE_ANNOTATIONS = {"torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler"}
 EMA_CLASSES = {
@@ -74,11 +80,13 @@ class Role:
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
-    skips: Optional[str] = None  # who may skip this optimizer's step(): "apex" (amp.scale_loss), "declared" (configuration)
+    skips: Optional[str] = None  # who may skip this optimizer's step(): "apex" (amp.scale_loss), "declared" (configuration),
+    # "colossalai" (boosted in fp16); of a plugin or booster: that its optimizers are boosted in fp16
+    booster_precision: bool = False  # a ColossalAI plugin that leaves the precision to the booster (TorchDDPPlugin)
     constructor: Optional[str] = None  # the import-resolved class or factory that built it, when known
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
     positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
-    optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it
+    optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it; a DeepSpeed engine's
 
 
 def scheduler_named(name: str) -> bool:
@@ -144,7 +152,8 @@ class RoleTable:
             role = replace(  # weaker evidence of the same role adds what it knows, never takes away
                 old,
                 prepared=old.prepared or role.prepared,
-                skips=old.skips or role.skips,
+                skips=old.skips or role.skips,  # one of the objects a name may hold skips: it may skip
+                booster_precision=old.booster_precision or role.booster_precision,
                 engine_owned=old.engine_owned or role.engine_owned,
                 accelerator=old.accelerator or role.accelerator,
                 mixed_precision=role.mixed_precision if old.mixed_precision is ... else old.mixed_precision,
@@ -235,7 +244,7 @@ class RoleTable:
         positioned = keyword(call, "last_epoch") is not None and literal(keyword(call, "last_epoch")) != -1
         given = keyword(call, "optimizer") or next(iter(positional(call)), None)
         optimizer = self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None
-        if qualified.startswith("torch.optim.lr_scheduler.") and tail[:1].isupper():
+        if qualified.startswith(SCHEDULER_MODULES) and tail[:1].isupper():
             return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned, optimizer=optimizer)
         if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
             return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned, optimizer=optimizer)
@@ -244,12 +253,31 @@ class RoleTable:
             in_epochs = literal(keyword(call, "t_in_epochs"))
             per_update = (not in_epochs) if isinstance(in_epochs, bool) else (False if keyword(call, "t_in_epochs") is None else ...)
             return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "PlateauLRScheduler", constructor=qualified, per_update=per_update)
+        if qualified.startswith(COLOSSALAI_PLUGINS) and tail.endswith("Plugin"):
+            fp16 = plugin_precision(qualified, call)
+            return Role(PLUGIN, CONSTRUCTOR, skips=COLOSSALAI if fp16 else None, booster_precision=fp16 is None)
+        if qualified in COLOSSALAI_BOOSTERS:
+            return Role(BOOSTER, CONSTRUCTOR, skips=COLOSSALAI if self._boosted_in_fp16(call, scope) else None)
         if qualified in ACCELERATOR_CLASSES:
             given = keyword(call, "mixed_precision")
             # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)
             precision = None if given is None else literal(given)
             return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=PRECISION_FROM_EXPRESSION if precision is ... else precision)
         return None
+
+    def _boosted_in_fp16(self, call: cst.Call, scope: Scope) -> bool:
+        """A booster whose plugin trains in fp16, or whose own `mixed_precision` may be fp16 and is
+        not overridden by a plugin that sets the precision. An unknown plugin: silence."""
+        given = keyword(call, "plugin")
+        if given is None:
+            arguments = positional(call)
+            given = arguments[2] if len(arguments) > 2 else None
+        plugin = self.value_role(given, scope) if given is not None and not _is_none(given) else None
+        if given is not None and not _is_none(given) and (plugin is None or plugin.kind != PLUGIN):
+            return False
+        if plugin is not None and plugin.skips:
+            return True
+        return (plugin is None or plugin.booster_precision) and booster_precision(call, lambda f: self.qualified(f, scope))
 
     def _is_foreign(self, call: cst.Call, scope: Scope) -> bool:
         qualified = self.qualified(call.func, scope) or ""
@@ -314,12 +342,20 @@ class RoleTable:
                     role = Role(kind, NAME) if kind else None
                 yield out, replace(role, prepared=True, accelerator=accelerator, mixed_precision=precision) if role else None
             return
+        if call is not None and elements and isinstance(call.func, cst.Attribute) and call.func.attr.value == "boost" and self.is_(
+            call.func.value, scope, BOOSTER
+        ):
+            yield from self._boosted(call, elements, self.of(call.func.value, scope), scope)  # type: ignore[arg-type]
+            return
         qualified = self.qualified(call.func, scope) if call is not None else None
         if qualified == DEEPSPEED_INITIALIZE and elements:
             kinds = [ENGINE, OPTIMIZER, None, SCHEDULER]
+            # the engine steps the optimizer it returns, which wraps the one it was given
+            given = [e for e in elements[1:2] if dotted(e) not in (None, "_")] + [keyword(call, "optimizer")]
+            wrapped = next((self.key(e, scope) for e in given if isinstance(e, (cst.Name, cst.Attribute))), None)
             for out, kind in zip(elements, kinds):
                 if kind:
-                    yield out, Role(kind, CONSTRUCTOR, engine_owned=kind != ENGINE)
+                    yield out, Role(kind, CONSTRUCTOR, engine_owned=kind != ENGINE, optimizer=wrapped if kind == ENGINE else None)
             return
         if qualified in SCHEDULER_FACTORY_TUPLES and elements:
             yield elements[0], Role(SCHEDULER, CONSTRUCTOR)
@@ -344,6 +380,19 @@ class RoleTable:
             if scheduler_named(name) and any(self.is_(a, scope, OPTIMIZER) for a in positional(call)):
                 role = Role(SCHEDULER, NAME)
         yield target, role
+
+    def _boosted(self, call: cst.Call, elements, booster: Role, scope: Scope) -> Iterable[Tuple[cst.BaseExpression, Optional[Role]]]:
+        """`model, optimizer, criterion, loader, scheduler = booster.boost(model, optimizer, ...)`: the
+        optimizer comes back wrapped, skipping on overflow when boosted in fp16; the scheduler comes
+        back as it was given (ColossalAI does not step it)."""
+        arguments = positional(call)
+        for index, (out, name, kind) in enumerate(zip(elements, _BOOST_PARAMETERS, (None, OPTIMIZER, None, None, SCHEDULER))):
+            given = keyword(call, name) or (arguments[index] if index < len(arguments) else None)
+            if kind is None or given is None or _is_none(given):
+                continue
+            role = self.value_role(given, scope)
+            role = role if role is not None and role.kind == kind else Role(kind, USE)
+            yield out, replace(role, evidence=max(role.evidence, USE), skips=booster.skips) if kind == OPTIMIZER and booster.skips else role
 
     def _use(self, call: cst.Call, scope: Scope) -> bool:
         func = call.func
@@ -407,6 +456,9 @@ class RoleTable:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
             return self._functions.get(f"{scope.class_name}.{func.attr.value}")
         return None
+
+
+_BOOST_PARAMETERS = ("model", "optimizer", "criterion", "dataloader", "lr_scheduler")
 
 
 def _is_none(expr: Optional[cst.BaseExpression]) -> bool:

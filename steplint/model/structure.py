@@ -178,7 +178,7 @@ class _Walker:
     def if_statement(self, statement: cst.If, scope, loops, guards, trail) -> None:
         self.structure.top_of[id(statement)] = self.top
         self.record(statement.test, self.site(scope, loops, guards, trail), scope)
-        raises = _ends_in(statement.body, (cst.Raise,))
+        raises = ends_in(statement.body, (cst.Raise,))
         self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement, raises=raises),), trail)
         orelse = statement.orelse
         negated = guards + (Guard(statement.test, True, statement),)
@@ -225,14 +225,14 @@ def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
     if not isinstance(statement, cst.If):
         return None
     if statement.orelse is None:
-        if _ends_in(statement.body, _EXITS):
-            return Guard(statement.test, True, statement, early_exit=True, raises=_ends_in(statement.body, (cst.Raise,)))
-    elif isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, _EXITS) and not _ends_in(statement.body, _EXITS):
-        return Guard(statement.test, False, statement, early_exit=True, raises=_ends_in(statement.orelse.body, (cst.Raise,)))
+        if ends_in(statement.body, _EXITS):
+            return Guard(statement.test, True, statement, early_exit=True, raises=ends_in(statement.body, (cst.Raise,)))
+    elif isinstance(statement.orelse, cst.Else) and ends_in(statement.orelse.body, _EXITS) and not ends_in(statement.body, _EXITS):
+        return Guard(statement.test, False, statement, early_exit=True, raises=ends_in(statement.orelse.body, (cst.Raise,)))
     return None
 
 
-def _ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
+def ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
     body = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
     last = body[-1] if body else None
     smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []

@@ -161,6 +161,7 @@ class ImportMap:
 
     def __init__(self, module: cst.Module) -> None:
         self.names: Dict[str, str] = {}
+        self.star_modules: List[str] = []  # `from pkg.mod import *`: what the module re-exports unnamed
         for node in walk_expressions(module):
             if isinstance(node, cst.Import):
                 for alias in node.names:
@@ -170,7 +171,9 @@ class ImportMap:
                     else:
                         head = full.split(".")[0]
                         self.names[head] = head
-            elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            elif isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+                self.star_modules.append("." * len(node.relative) + (dotted(node.module) or ""))
+            elif isinstance(node, cst.ImportFrom):
                 base = "." * len(node.relative) + (dotted(node.module) or "")
                 for alias in node.names:
                     name = alias.name.value if isinstance(alias.name, cst.Name) else dotted(alias.name)

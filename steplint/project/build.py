@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional
 
 from steplint import __version__
+from steplint.cache import code_signature
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.files import SKIPPED_DIRS, FileError, read_text
 from steplint.project.context import ModuleContext
@@ -22,8 +23,9 @@ from steplint.source import Source
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
 CACHE_DIR_NAME = ".steplint_cache"
-# A module without any of these words has no step effect to summarise (and no call that passes one on).
-_SUMMARY_PREFILTER = re.compile(r"\.step\(|(?i:scaler)|save|load_state_dict|clip_grad|\.backward\(|all_reduce|all_gather|reduce_|\+= *1\b|optim\.|lr_scheduler")
+# A module without any of these words has no step effect to summarise (and no call that passes one on,
+# no `import *` that re-exports one).
+_SUMMARY_PREFILTER = re.compile(r"\.step\(|(?i:scaler)|save|load_state_dict|clip_grad|\.backward\(|all_reduce|all_gather|reduce_|\+= *1\b|optim\.|lr_scheduler|import \*")
 _PARALLEL_FROM = 16  # modules to summarise; below this a process pool costs more than it saves
 
 
@@ -198,7 +200,8 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], wo
 
 def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
     given = roles.fingerprint() if roles is not None else ""
-    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{relative}\0{given}\0{text}".encode()).hexdigest()
+    # (with the analyzer's own files, as the diagnostics' keys: an edited summarizer must not answer from old entries)
+    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{code_signature()}\0{relative}\0{given}\0{text}".encode()).hexdigest()
 
 
 def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None, keep_as: Optional[str] = None) -> Optional[ModuleSummary]:

@@ -36,6 +36,7 @@ class ModuleContext:
     parameter_roles: Dict[str, Dict[str, str]] = field(default_factory=dict)  # function -> parameter -> role from callers
     caller_updates: Dict[str, List[str]] = field(default_factory=dict)  # function -> parameters whose scaler a caller updates
     called: List[str] = field(default_factory=list)  # functions of the module that some function of the project calls
+    called_elsewhere: List[str] = field(default_factory=list)  # ... that a function of another module calls
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

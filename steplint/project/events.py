@@ -56,7 +56,7 @@ def call_events(model, context: ModuleContext) -> List[Event]:
         # A helper that unscales before it clips does both in its own order: not a clip of scaled gradients.
         unscales = any(e.action == s.UNSCALE and not e.looped for e in callee.effects)
         for effect in callee.effects:
-            subject = context.argument(callee, effect.place, call, site.scope) if effect.place else None
+            subject = _handed(context.argument(callee, effect.place, call, site.scope)) if effect.place else None
             role = _role(model, subject, site.scope, effect.role)
             if effect.action == s.UPDATE and not effect.looped:
                 add(SKIPPABLE_STEP, effect, subject=call.func, strategy=CALL, gate_var=gate_vars.get(id(call)) if commits else None)
@@ -74,6 +74,15 @@ def call_events(model, context: ModuleContext) -> List[Event]:
             if effect.action == s.LOAD and subject is not None and role is not None and role.kind in (OPTIMIZER, SCHEDULER, SCALER):
                 found.append(Event(STATE_LOAD, call, site, subject=subject, role=role, via=effect))
     return found
+
+
+def _handed(argument):
+    """What an argument hands the callee: `scaler if amp else None` hands the scaler, or nothing."""
+    if isinstance(argument, cst.IfExp):
+        for value, other in ((argument.body, argument.orelse), (argument.orelse, argument.body)):
+            if isinstance(other, cst.Name) and other.value == "None" and isinstance(value, (cst.Name, cst.Attribute)):
+                return value
+    return argument
 
 
 def _role(model, subject, scope, known_in_callee):

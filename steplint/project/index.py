@@ -27,6 +27,7 @@ class ProjectIndex:
         self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
         self._caller_updates: Dict[Tuple[str, str], Set[str]] = {}
         self._called: Set[Tuple[str, str]] = set()
+        self._called_elsewhere: Set[Tuple[str, str]] = set()  # called by a function of another module
         self._link()
 
     # -- resolving calls -------------------------------------------------------------------------
@@ -90,6 +91,11 @@ class ProjectIndex:
                     return target, attribute
                 if hops and attribute.split(".")[0] in self.modules[target].imports:  # re-exported by a package
                     return self._definition(target, attribute, hops - 1)
+                if hops and "." not in attribute:  # or through `from .module import *`
+                    for star in self.modules[target].star_modules:
+                        for inner, name in self._modules_for(target, f"{star}.{attribute}" if not star.endswith(".") else star + attribute):
+                            if name == attribute and (attribute in self.modules[inner].functions or _defines_class(self.modules[inner], attribute)):
+                                return inner, attribute
             return None
         if not rest and (head in module.functions or _defines_class(module, head)):
             return path, head
@@ -180,6 +186,8 @@ class ProjectIndex:
                 break
         for path, function, call, (target_path, target, _) in calls:
             self._called.add((target_path, target.name))
+            if target_path != path:
+                self._called_elsewhere.add((target_path, target.name))
             updated = {e.place for e in self.effects(path, function.name) if e.action == s.SCALER_UPDATE}
             for param, argument, _ in _bindings(call, target):
                 if argument and argument in updated:
@@ -210,7 +218,8 @@ class ProjectIndex:
         roles = self.parameter_roles(path)
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
         called = sorted(name for name in module.functions if (path, name) in self._called)
-        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called)
+        elsewhere = sorted(name for name in module.functions if (path, name) in self._called_elsewhere)
+        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere)
 
 
 def _module_names(path: str) -> List[str]:

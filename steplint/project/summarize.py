@@ -21,7 +21,7 @@ from steplint.model import (
     UNSCALE,
     ModuleModel,
 )
-from steplint.model.events import CALL
+from steplint.model.events import CALL, copies_live_state
 from steplint.model.guards import COMMIT_GATE, RANK
 from steplint.model.roles import SCHEDULER
 from steplint.model.structure import Scope, Site
@@ -68,7 +68,7 @@ def _star_name(scope: Scope, which: str) -> Optional[str]:
 
 
 def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
-    summary = s.ModuleSummary(relative_path, dict(model.imports.names))
+    summary = s.ModuleSummary(relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules))
     lines = _definition_lines(model.source.text)
     functions: Dict[int, s.FunctionSummary] = {}
     for scope in model.structure.scopes:
@@ -91,8 +91,14 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
             effect.via, effect.where = function.name, f"{relative_path}:{function.line}"
             function.effects.append(effect)
     defined = {st.name.value for st in model.module.body if isinstance(st, (cst.FunctionDef, cst.ClassDef))}
+    loads = {id(event.node) for event in model.of_kind(STATE_LOAD)}
     for call, site in model.structure.calls:
         function = owner(site)
+        if function is not None and function.name != "<module>" and id(call) not in loads:
+            effect = _load_into_parameter(model, call, site)
+            if effect is not None:
+                effect.via, effect.where = function.name, f"{relative_path}:{function.line}"
+                function.effects.append(effect)
         record = _call_record(model, call, site, defined) if function is not None else None
         if record is not None:
             function.calls.append(record)
@@ -126,6 +132,16 @@ def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
     if event.kind == CHECKPOINT_SAVE and model.roles.qualified(event.node.func, scope) == "torch.save" and event.node.args:
         return s.Effect(s.SAVE, stored=_stored_place(event.node.args[0], scope), contents=_contents(model, event), **flags)
     return None
+
+
+def _load_into_parameter(model: ModuleModel, call: cst.Call, site: Site) -> Optional[s.Effect]:
+    """`schedule.load_state_dict(state)` on a parameter whose role the helper cannot tell: it restores
+    whatever its caller hands it, and the caller knows what that is."""
+    receiver = call.func.value if isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict" else None
+    where = place(receiver, site.scope)
+    if not where.startswith("param:") or not call.args or copies_live_state(call.args[0].value):
+        return None
+    return s.Effect(s.LOAD, where, **_flags(model, site))
 
 
 def _stored_place(argument: cst.Arg, scope: Scope) -> str:

@@ -79,6 +79,7 @@ class ModuleSummary:
     imports: Dict[str, str] = field(default_factory=dict)  # local name -> qualified name as imported
     functions: Dict[str, FunctionSummary] = field(default_factory=dict)
     attribute_classes: Dict[str, Dict[str, str]] = field(default_factory=dict)  # class -> attr -> its class or the callee that built it
+    star_modules: List[str] = field(default_factory=list)  # modules it imports with `*` (a package re-exporting them)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -91,4 +92,6 @@ class ModuleSummary:
             f["effects"] = [Effect(**e) for e in f["effects"]]
             f["calls"] = [CallRecord(**c) for c in f["calls"]]
             functions[name] = FunctionSummary(**f)
-        return ModuleSummary(data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()})
+        return ModuleSummary(
+            data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ()))
+        )
