@@ -36,9 +36,18 @@ Silent for exact signals and for flags the code keeps itself (`if not overflow:`
 `was_step_applied()`, `not accelerator.optimizer_step_was_skipped`).
 
 ## Fix safety
-Safe, where the update is a plain `scaler.step(optimizer)` statement: the guess is replaced by the
-result of `committed_step`, the exact record. Without an exact signal to read (a check before the
-update, a timm-style loss scaler) there is no fix.
+Safe, where the update is a plain `scaler.step(optimizer)` statement, or a call of a helper in the
+module that runs one: the guess is replaced by the result of `committed_step`, the exact record, in
+the guess's own sense. A test meant as "committed" (`before <= after`, `isfinite(loss)`) becomes
+`committed`; one meant as "skipped" (`before > after`, `isnan(loss)`) becomes `not committed` (and
+`not isnan(loss)` becomes `committed`). There is no fix where the sense is unclear (`before >= after`
+is true on a skip and on an unchanged scale alike; a scale compared with a constant); where the guess
+stands for more than one optimizer's update (two optimizers sharing a scaler: only a guess that
+gates, alone, schedulers built on one of them becomes that optimizer's flag); where the guess also
+runs on a path without the update (`if use_amp: scaler.step(opt) else: opt.step()` before it: the
+flag would be unbound on the fp32 path); where its branch raises or exits; and without an exact
+signal to read (a check before the update, a timm-style loss scaler). Proven at run time on each
+shape the fix produces (tests/test_runtime_scaler.py).
 """
 
 import libcst as cst
@@ -46,37 +55,92 @@ import libcst as cst
 from steplint.fixes import SAFE, Edit, Fix
 from steplint.model import COUNTER_INCREMENT, GUESSED_GATE, SCALER_UPDATE, SCHEDULER_STEP
 from steplint.model.guards import is_finiteness_check
-from steplint.model.syntax import walk_expressions
-from steplint.rewrite import committed_update_edits, gate_condition, holds_comment
+from steplint.model.roles import SCALER
+from steplint.model.syntax import last_name, walk_expressions
+from steplint.rewrite import committed_update_edits, gate_condition, holds_comment, shares_its_pass
 from steplint.rule import Finding, rule
+
+COMMITTED, SKIPPED = "committed", "skipped"  # what a guess is true for
 
 
 @rule("SL105", "guessed-skip-signal", "Commit inferred from the loss scale or the loss's finiteness", fix="sometimes")
 def check(model):
-    reported = set()
+    uses = {}  # id(guess) -> (guess, negation, container, [(event, update, guard), ...]), in order
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         update = model.attempt_for(event)
         if update is None:
             continue
         for guard in model.commit_guards(event.site, update, (GUESSED_GATE,)):
-            for guess in _guesses(model, guard.test, event.site.scope):
-                if id(guess) in reported:
-                    continue
-                reported.add(id(guess))
-                yield Finding(guess, _message(model, guess, update, guard), _fix(model, guess, update, guard))
+            for guess, negation, container in _guesses(model, guard.test, event.site.scope):
+                uses.setdefault(id(guess), (guess, negation, container, []))[3].append((event, update, guard))
+    for guess, negation, container, gated in uses.values():
+        _, update, guard = gated[0]
+        yield Finding(guess, _message(model, guess, update, guard, gated[0][0].site.scope), _fix(model, guess, negation, container, gated))
 
 
 def _guesses(model, test, scope):
-    """The guessing sub-expressions of a condition, following a flag to its assignment."""
+    """The guessing sub-expressions of a condition, following a flag to its assignment: each with the
+    `not` around it (or None) and the expression it sits in."""
+    negations = {id(sub.expression): sub for sub in walk_expressions(test) if isinstance(sub, cst.UnaryOperation) and isinstance(sub.operator, cst.Not)}
     for sub in walk_expressions(test):
         if isinstance(sub, cst.Comparison) and any(model.is_scale_read(o, scope) for o in [sub.left] + [c.comparator for c in sub.comparisons]):
-            yield sub
+            yield sub, negations.get(id(sub)), test
         elif isinstance(sub, cst.Call) and is_finiteness_check(sub) and not any(isinstance(a.value, cst.Call) and is_finiteness_check(a.value) for a in sub.args):
-            yield sub
+            yield sub, negations.get(id(sub)), test
         elif isinstance(sub, cst.Name) and GUESSED_GATE in model.flag_kinds(sub, scope):
             assignment = model.flag_assignment(sub, scope)
             if assignment is not None:
                 yield from _guesses(model, assignment.value, scope)
+
+
+def _sense(model, guess, scope):
+    """What the guess is true for: COMMITTED (`before <= after`, `isfinite(loss)`), SKIPPED
+    (`before > after`, `isnan(loss)`), or None when the code does not say (`before >= after`, a
+    scale compared with a constant, a chain)."""
+    if isinstance(guess, cst.Call):
+        return _finiteness_sense(guess)
+    return _SENSES.get(_operator_before_after(model, guess, scope))
+
+
+def _operator_before_after(model, guess, scope):
+    """The comparison's operator as `before OP after` (the earlier read on the left), or None."""
+    if len(guess.comparisons) != 1:
+        return None
+    operator = type(guess.comparisons[0].operator)
+    times = [_read_time(model, o, scope) for o in (guess.left, guess.comparisons[0].comparator)]
+    if None in times or times[0] == times[1]:
+        return None
+    return _FLIPPED.get(operator, operator) if times[0] > times[1] else operator
+
+
+_FLIPPED = {cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan, cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual}
+# `before < after` is the strict growth test (meant as "committed"); `before >= after` is true on a
+# skip and on an unchanged scale alike: what it was meant for is a guess of our own
+_SENSES = {cst.LessThanEqual: COMMITTED, cst.LessThan: COMMITTED, cst.Equal: COMMITTED, cst.GreaterThan: SKIPPED, cst.NotEqual: SKIPPED}
+
+
+def _read_time(model, operand, scope):
+    """Program order at which a compared loss scale was read: the call itself, or the assignment of
+    the variable that holds it."""
+    if not model.is_scale_read(operand, scope):
+        return None
+    if isinstance(operand, cst.Name):
+        assignment = model.flag_assignment(operand, scope)
+        return model.order_of_expression(assignment.value) if assignment is not None else None
+    return model.order_of_expression(operand)
+
+
+def _finiteness_sense(call):
+    """`isfinite(x)`, `isfinite(x).all()`: COMMITTED; `isnan(x)`, `isinf(x).any()`: SKIPPED."""
+    inner, reduction = call, None
+    if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call) and not call.args:
+        inner, reduction = call.func.value, call.func.attr.value
+    name = last_name(inner.func)
+    if name == "isfinite" and reduction in (None, "all", "item"):
+        return COMMITTED
+    if name in ("isnan", "isinf") and reduction in (None, "any", "item"):
+        return SKIPPED
+    return None
 
 
 def _ends_a_pass(guard):
@@ -88,11 +152,10 @@ def _ends_a_pass(guard):
 _EXITS = (cst.Raise, cst.Return, cst.Break, cst.Continue)
 
 
-def _message(model, guess, update, guard):
+def _message(model, guess, update, guard, scope):
     if isinstance(guess, cst.Call):
         return "Loss finiteness is not the commit signal: gradients can overflow while the loss is finite, and the skipped update still counts"
-    operators = {type(c.operator) for c in guess.comparisons}
-    if operators & {cst.LessThan, cst.GreaterThan} and not guard.negated:  # (the strict test runs the schedule)
+    if _operator_before_after(model, guess, scope) is cst.LessThan and not guard.negated:  # (the strict test runs the schedule)
         return f"`{model.text(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
     if _read_before_update(model, guess, update):
         return f"`{model.text(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
@@ -100,18 +163,49 @@ def _message(model, guess, update, guard):
 
 
 def _read_before_update(model, guess, update):
+    if update.strategy != SCALER:
+        return False  # (a helper that steps may update the scale too)
     order = model.order_of_expression(guess)
     after = [u.order for u in model.in_iteration(update, SCALER_UPDATE) if u.order > update.order]
     return order is not None and (not after or order < min(after))
 
 
-def _fix(model, guess, update, guard):
+def _fix(model, guess, negation, container, gated):
+    """Replace the guess by the exact signal, in the guess's own sense (`committed` or `not
+    committed`), when one update is what every use of it stands for."""
+    event, update, guard = gated[0]
+    scope = event.site.scope
     order = model.order_of_expression(guess)
     condition = gate_condition(model, update)
-    if condition is None or order is None or order < update.order or _ends_a_pass(guard) or holds_comment(guess):
+    sense = _sense(model, guess, scope)
+    if condition is None or order is None or order < update.order or sense is None or holds_comment(guess):
+        return None
+    if any(u is not update or _ends_a_pass(g) for _, u, g in gated):
+        return None  # (one guess gating the schedules of two optimizers cannot become one flag)
+    if not model.runs_only_with(model.site_of_expression(guess), update.site):
+        return None  # `if use_amp: scaler.step(opt) else: opt.step()`, the guess after both: no flag on the other path
+    if shares_its_pass(model, update) and not _only_paired_schedulers(model, guess, container, gated):
         return None
     edits = committed_update_edits(model, update, condition, model.settings.fix_gate)
     if edits is None:
         return None
-    start, end = model.span(guess)
-    return Fix(f"Use the exact commit signal `{condition}`", SAFE, tuple(edits) + (Edit(start, end, condition),), group=f"gate@{model.span(update.node)[0]}")
+    if sense == COMMITTED:
+        replaced, text = guess, condition
+    elif negation is not None:
+        replaced, text = negation, condition  # `not isnan(loss)` reads `committed`
+    else:
+        replaced, text = guess, f"not {condition}" if guess is container else f"(not {condition})"
+    start, end = model.span(replaced)
+    return Fix(f"Use the exact commit signal `{condition}`", SAFE, tuple(edits) + (Edit(start, end, text),), group=f"gate@{model.span(update.node)[0]}")
+
+
+def _only_paired_schedulers(model, guess, container, gated):
+    """Two optimizers share the scaler: the guess is the whole test of an `if` whose body steps only
+    schedulers built on the update's own optimizer (anything else under it meant "no optimizer
+    skipped", which one optimizer's commit does not say)."""
+    _, update, guard = gated[0]
+    body = getattr(guard.statement, "body", None)
+    if guess is not container or container is not guard.test or guard.negated or not isinstance(body, cst.IndentedBlock):
+        return False
+    paired = {id(e.site.statement) for e, _, _ in gated if e.kind == SCHEDULER_STEP and model.built_on(e, update)}
+    return all(id(statement) in paired for statement in body.body)

@@ -29,7 +29,10 @@ optimizer.zero_grad()
 
 ## Fix safety
 Safe, when the module has no `update()` for that scaler at all: `scaler.update()` is inserted right
-after the step. When an `update()` exists but some path skips it (an early `continue`), there is no
+after the step, once per pass: after the last `scaler.step` of that scaler, where it runs whenever
+the earlier ones do (two optimizers sharing a scaler get one update after both steps; an update
+between them would unscale the second optimizer's gradients by a scale they were not scaled with).
+Proven at run time on both shapes (tests/test_runtime_scaler.py). When an `update()` exists but some path skips it (an early `continue`), there is no
 fix: where the update belongs depends on what that path means. The same holds after `unscale_`.
 
 ## References
@@ -57,7 +60,7 @@ def check(model):
         fix = None
         if not of_this_scaler:
             # (after the last step of the pass: not inside `for opt in optimizers:`, once per optimizer)
-            edit = insert_after(model, step.site, f"{scaler}.update()") if id(step.node) not in model.in_group_loop else None
+            edit = insert_after(model, step.site, f"{scaler}.update()") if _last_step_of_its_pass(model, step) else None
             fix = Fix(f"Insert `{scaler}.update()` after the step", SAFE, (edit,)) if edit else None
             message = f"`{scaler}.update()` is never called: the loss scale never backs off, and updates keep being skipped"
         elif any(model.same_iteration(u.site, step.site) and u.order > step.order for u in of_this_scaler):
@@ -66,6 +69,17 @@ def check(model):
             continue  # the update is elsewhere (another method): we cannot tell the order
         yield Finding(step.node, message, fix)
     yield from _unscale_then_skip(model, updates)
+
+
+def _last_step_of_its_pass(model, step):
+    """The update goes once, after the pass's last step of this scaler, and only where that step runs
+    whenever the others do. An update between two steps would change the scale under gradients
+    scaled with the old one, and the second step would unscale them by the wrong factor. (Not
+    inside `for opt in optimizers:`, once per optimizer, either.)"""
+    if id(step.node) in model.in_group_loop:
+        return False
+    others = [s for s in model.in_iteration(step, SKIPPABLE_STEP) if model.same_object(s, step)]
+    return all(model.covers(step.site, other.site) for other in others)
 
 
 def _unscale_then_skip(model, updates):

@@ -27,7 +27,10 @@ DeepSpeed wrap, and for optimizers handed through a library we do not know
 (`model, optimizer = msamp.initialize(model, optimizer)`), which may unscale by themselves.
 
 ## Fix safety
-Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code already assumes.
+Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code already assumes;
+only where the step runs only with the scaled backward (a scaler that may be disabled or absent on
+the step's path gets no fix). Proven at run time, after a plain scaled backward and after
+`unscale_` and a clip (tests/test_runtime_scaler.py).
 
 ## References
 - [Typical mixed precision training](https://pytorch.org/docs/stable/notes/amp_examples.html#typical-mixed-precision-training)

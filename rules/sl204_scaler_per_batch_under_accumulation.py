@@ -28,7 +28,9 @@ if (i + 1) % accum == 0:
 ```
 
 ## Fix safety
-Safe for a per-batch `update()`: it moves to the end of the window block. No fix for a per-batch
+Safe for a per-batch `update()`: it moves to the end of the window block (proven at run time, the
+update right after the block and after other statements: one update per window, the window's
+gradient equal to the fp32 sum, tests/test_runtime_scaler.py). No fix for a per-batch
 `scaler.step`, whose place depends on how the window was meant.
 
 ## References

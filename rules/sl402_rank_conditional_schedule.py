@@ -32,7 +32,12 @@ reach the wait, and the run hangs.
 
 ## Fix safety
 Safe: the statement moves out of the rank condition, to just before it when it comes first in the
-block, or just after it when it comes last; otherwise there is no fix. Unsafe for a counter that
+block, or just after it when it comes last; otherwise there is no fix. No fix either when the
+statement reads a name the rank block binds (`val = evaluate(); scheduler.step(val)`: the other
+ranks do not have it), nor for a metric scheduler (`ReduceLROnPlateau`): each rank would step on its
+own metric, and the ranks agree only if that metric is the same everywhere. Proven at run time on two
+gloo ranks in DDP, for each of these shapes: the ranks then use the same LR and keep the same weights
+(tests/test_runtime_ranks.py). Unsafe for a counter that
 feeds a waiting save: every rank then enters the save's cadence, and whatever in it is not itself
 limited to one rank runs on all of them.
 """
@@ -42,7 +47,7 @@ import libcst as cst
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
 from steplint.model import COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import RANK
-from steplint.model.syntax import last_name
+from steplint.model.syntax import last_name, walk_expressions
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
@@ -72,6 +77,10 @@ def check(model):
                 yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, UNSAFE))
             continue
         message = f"`{name}` advances only on the ranks where `{model.text(ranks[-1].test)}`; every rank must step its own schedule"
+        if event.kind == SCHEDULER_STEP and event.role.metric:
+            # each rank would step on its own metric: the ranks agree only if the metric is the same everywhere
+            yield Finding(event.node, message + " (on a metric every rank has, e.g. all-reduced first)", None)
+            continue
         yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, SAFE))
 
 
@@ -94,7 +103,7 @@ def _out_of_rank_block(model, event, guard, name, applicability):
         return None
     if not isinstance(condition.body, cst.IndentedBlock) or statement not in condition.body.body:
         return None
-    body = condition.body.body
+    body = list(condition.body.body)
     title = f"Move `{name}` out of the rank condition"
     indent = model.source.indentation(model.rows(condition)[0])
     if len(body) == 1:
@@ -107,6 +116,8 @@ def _out_of_rank_block(model, event, guard, name, applicability):
         first, last = model.rows(statement.body[0])
         text = model.source.text[model.source.line_starts[first - 1] : end]
         return Fix(title, applicability, (Edit(line_start, end, indent + text.lstrip(" \t")),))
+    if _assigned_names(body[: body.index(statement)]) & {n.value for n in walk_expressions(statement) if isinstance(n, cst.Name)}:
+        return None  # it reads what the rank block computed (`val = evaluate(); scheduler.step(val)`): other ranks lack it
     if statement is body[0]:
         offset = model.source.line_starts[model.rows(condition)[0] - 1]
     elif statement is body[-1]:
@@ -114,3 +125,20 @@ def _out_of_rank_block(model, event, guard, name, applicability):
     else:
         return None
     return Fix(title, applicability, tuple(move_to(model, statement, offset, indent))) if offset is not None else None
+
+
+def _assigned_names(statements):
+    """Names the statements bind: assignment, loop and `with` targets, walrus."""
+    names = set()
+    for statement in statements:
+        for node in walk_expressions(statement):
+            targets = []
+            if isinstance(node, cst.AssignTarget):
+                targets.append(node.target)
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.CompFor)):
+                targets.append(node.target)
+            elif isinstance(node, cst.AsName):
+                targets.append(node.name)
+            for target in targets:
+                names |= {n.value for n in walk_expressions(target) if isinstance(n, cst.Name)}
+    return names

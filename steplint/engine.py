@@ -12,7 +12,7 @@ from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
-from steplint.source import Source, python_parse_error
+from steplint.source import Source, parse_python
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
@@ -58,14 +58,16 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
     (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
     rules = settings.enabled_rules(path)
-    python_error = _python_syntax_error(path, text)
-    if python_error is not None:
-        return [python_error] if SYNTAX_ERROR in rules else []
+    # Every file gets Python's syntax check, also those the prefilter skips: Python's parser is fast,
+    # and its tree tells the positions of reported statements later.
+    python_tree = parse_python(text, path)
+    if isinstance(python_tree, Exception):
+        return [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
     if not needs_analysis(text) or len(text) > MAX_ANALYSED_CHARS:
         return []
     import libcst as cst  # only files that pass the prefilter pay for importing the parser
 
-    source = Source(path, text)
+    source = Source(path, text, python_tree)
     if sys.getrecursionlimit() < _NESTING_RECURSION_LIMIT:
         sys.setrecursionlimit(_NESTING_RECURSION_LIMIT)
     try:
@@ -148,7 +150,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
                 used.add((noqa, code))
                 continue
             start, end = model.span(finding.node)
-            noqa_row = last if first in found_comments.string_rows else first
+            noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
             found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))
     if UNUSED_NOQA in rules and found_comments is not None:
         for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
@@ -164,14 +166,9 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
     return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
 
 
-def _python_syntax_error(path: str, text: str) -> Optional[Diagnostic]:
-    """SL001 at Python's own position, with its message, when Python cannot parse the text. Every
-    file is checked, also those the prefilter skips: Python's parser is fast."""
-    error = python_parse_error(text, path)
-    if error is None:
-        return None
-    source = Source(path, text)
-    if "\0" in text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
+def _python_syntax_error(source: Source, error: Exception) -> Diagnostic:
+    """SL001 at Python's own position, with its message, for the error of Python's parser."""
+    if "\0" in source.text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
         return _null_byte(source)  # a ValueError before Python 3.12, a SyntaxError without position since
     if isinstance(error, SyntaxError):  # IndentationError and TabError too
         return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg)
@@ -209,15 +206,18 @@ class FixResult:
 
 
 def fix_source(
-    path: str, text: str, settings: Settings, unsafe_fixes: bool = False, project=None, max_rounds: int = MAX_FIX_ROUNDS
+    path: str, text: str, settings: Settings, unsafe_fixes: bool = False, project=None, max_rounds: int = MAX_FIX_ROUNDS,
+    diagnostics: Optional[List[Diagnostic]] = None,
 ) -> FixResult:
     """Apply fixes until nothing changes (bounded), as ruff does: non-overlapping fixes per round,
     then lint again. A round whose result does not parse is retried fix by fix; a fix that breaks
     the module is dropped and its diagnostic stays. (`max_rounds=1`: one round, whose `fixed`
-    diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)"""
+    diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)
+    `diagnostics`: lint_source's answer for `text` with `project`, when the caller has it."""
     fixed: List[Diagnostic] = []
     for _ in range(max_rounds):
-        diagnostics = lint_source(path, text, settings, project)
+        if diagnostics is None:
+            diagnostics = lint_source(path, text, settings, project)
         fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
@@ -230,7 +230,7 @@ def fix_source(
         fixed.extend(d for d in fixable if d.fix in chosen)
         if candidate == text:
             return FixResult(text, fixed, diagnostics)
-        text = candidate
+        text, diagnostics = candidate, None
     return FixResult(text, fixed, lint_source(path, text, settings, project))
 
 

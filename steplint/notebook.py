@@ -78,12 +78,39 @@ def parse(text: str) -> Notebook:
             original = value
         else:
             raise NotebookError(f"Invalid notebook: cell {index + 1} has a `source` that is neither text nor a list of lines")
-        masked = mask(original)
-        if masked is None or index not in spans:
-            continue
-        body = masked if not masked or masked.endswith("\n") else masked + "\n"
-        cells.append(Cell(index + 1, body, original, spans[index], isinstance(value, list)))
+        found = _python_cell(index + 1, original, spans.get(index), isinstance(value, list))
+        if found is not None:
+            cells.append(found)
+    return _notebook(text, cells)
+
+
+def of_cells(cells: Sequence[Tuple[int, str]]) -> Notebook:
+    """The notebook an editor holds open, from its Python code cells' (number, source): the same
+    virtual module as `parse` makes of the file (there is no JSON to write back into)."""
+    return _notebook("", [c for c in (_python_cell(number, original, (0, 0), False) for number, original in cells) if c is not None])
+
+
+def _python_cell(number: int, original: str, span: Optional[Tuple[int, int]], as_lines: bool) -> Optional[Cell]:
+    """The cell with its escapes masked; None for a non-Python cell magic (or no known span)."""
+    masked = mask(original)
+    if masked is None or span is None:
+        return None
+    body = masked if not masked or masked.endswith("\n") else masked + "\n"
+    return Cell(number, body, original, span, as_lines)
+
+
+def _notebook(text: str, cells: List[Cell]) -> Notebook:
     return Notebook(text, tuple(cells), "".join(_MARKER.format(c.number) + c.text for c in cells))
+
+
+def cell_starts(book: Notebook) -> List[int]:
+    """The offset of each cell's text in the virtual module, in the order of `book.cells`."""
+    starts, at = [], 0
+    for cell in book.cells:
+        at += len(_MARKER.format(cell.number))
+        starts.append(at)
+        at += len(cell.text)
+    return starts
 
 
 # -- masking IPython escapes --------------------------------------------------------------------

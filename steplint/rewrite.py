@@ -104,7 +104,7 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
         names = _COMMITTED_NAMES
-        if _shares_its_pass(model, update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
+        if shares_its_pass(model, update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
             optimizer = (dotted(update.optimizer) or "").replace(".", "_").lstrip("_")
             names = (f"{optimizer}_committed",) if optimizer.isidentifier() else ()
         return next((n for n in names if n not in taken), None)
@@ -140,7 +140,7 @@ def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
     return steps[0]
 
 
-def _shares_its_pass(model: ModuleModel, update: Event) -> bool:
+def shares_its_pass(model: ModuleModel, update: Event) -> bool:
     """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
     return any(
         other is not update and other.strategy == SCALER and model.same_iteration(other.site, update.site)

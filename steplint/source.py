@@ -8,7 +8,7 @@ import warnings
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 # LibCST (like the tokenizer) breaks lines only on these; str.splitlines() knows more separators.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -19,6 +19,7 @@ class Source:
     path: str
     text: str
     line_starts: List[int] = field(init=False, repr=False)
+    python_tree: Optional[ast.Module] = field(default=None, repr=False, compare=False)  # Python's own parse, when made
 
     def __post_init__(self) -> None:
         self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.text)]
@@ -58,15 +59,22 @@ class Source:
 
 def python_parse_error(text: str, path: str = "<unknown>") -> Optional[Exception]:
     """Why Python's own parser rejects the text (SyntaxError, or ValueError for null bytes before
-    Python 3.12, RecursionError or MemoryError when too deep), or None when it parses.
+    Python 3.12, RecursionError or MemoryError when too deep), or None when it parses."""
+    parsed = parse_python(text, path)
+    return parsed if isinstance(parsed, Exception) else None
+
+
+def parse_python(text: str, path: str = "<unknown>") -> Union[ast.Module, Exception]:
+    """Python's syntax tree of the text, or why Python's parser rejects it (see python_parse_error).
     Its SyntaxWarnings (`"\\d"` escapes) are not ours to print."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            return compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         return error
-    return None
+
+
 def source_reader(texts: Mapping[str, str]) -> Callable[[str], Source]:
     """path -> its Source, each built once: a report reads many diagnostics of one file."""
     built: Dict[str, Source] = {}

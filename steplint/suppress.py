@@ -7,6 +7,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from steplint.fixes import Edit
@@ -17,6 +18,7 @@ _FILE_NOQA = re.compile(r"^#\s*steplint\s*:\s*noqa\s*$", re.I)
 _INTENT = re.compile(r"#\s*steplint:\s*schedule\s*=\s*(?P<basis>[a-z-]+)")
 BASES = ("committed-updates", "tokens", "batches", "epochs")
 _OWN_CODE = re.compile(r"SL\d{3}")  # steplint's code shape; ruff's SLOT000 is not one
+_ANY_NOQA = re.compile(r"noqa", re.I)  # every directive above holds it
 
 
 @dataclass(frozen=True)
@@ -33,20 +35,31 @@ class Noqa:
 class Comments:
     noqa: Dict[int, Noqa]
     file_exempt: bool
-    string_rows: frozenset  # rows whose line break lies inside a string
+    source: Optional[Source] = None  # tokenized for string_rows only when they are asked for
+
+    @cached_property
+    def string_rows(self) -> frozenset:
+        """Rows whose line break lies inside a string."""
+        tokens = _tokens(self.source.text) if self.source is not None else None
+        return frozenset(
+            row for t in tokens or () if t.type == tokenize.STRING and t.end[0] > t.start[0] for row in range(t.start[0], t.end[0])
+        )
+
+
+NO_COMMENTS = Comments({}, False)
 
 
 def comments(source: Source) -> Comments:
+    """The file's noqa directives. Tokenizing costs a fifth of the parse: a file without the word
+    `noqa` has none, and is tokenized only if string_rows are asked for."""
+    if not _ANY_NOQA.search(source.text):
+        return Comments({}, False, source)
+    tokens = _tokens(source.text)
+    if tokens is None:
+        return NO_COMMENTS
     noqa: Dict[int, Noqa] = {}
     exempt = False
-    string_rows = set()
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source.text).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return Comments({}, False, frozenset())
     for token in tokens:
-        if token.type == tokenize.STRING and token.end[0] > token.start[0]:
-            string_rows.update(range(token.start[0], token.end[0]))
         if token.type != tokenize.COMMENT:
             continue
         row, column = token.start
@@ -58,7 +71,15 @@ def comments(source: Source) -> Comments:
             codes = tuple(c.upper() for c in re.split(r"[\s,]+", match.group("codes"))) if match.group("codes") else None
             alone = match.start() == 0 and match.end() == len(token.string.rstrip())
             noqa[row] = Noqa(row, base + match.start(), base + match.end(), codes, base, alone)
-    return Comments(noqa, exempt, frozenset(string_rows))
+    return Comments(noqa, exempt, source)
+
+
+@lru_cache(maxsize=1)  # the directives and the string rows of one text share one tokenization
+def _tokens(text: str) -> Optional[List[tokenize.TokenInfo]]:
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
 
 
 def suppressing(found: Comments, code: str, rows: Sequence[int]) -> Optional[int]:

@@ -10,7 +10,7 @@ import accelerate
 import pytest
 import torch
 
-from test_runtime_fix import BASE_LR, LOOPS, fixed_copy, load, warmup
+from test_runtime_fix import BASE_LR, LOOPS, fixed_copy, load, poisoned_windows, warmup
 
 SKIPPED = {0, 1, 4}  # overflow while the scaler calibrates, and once more later
 WINDOWS = 10
@@ -29,14 +29,7 @@ def run(module, accum):
     module.Accelerator = cpu_fp16_accelerator
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=BASE_LR)
-    backward_calls = [0]
-
-    def poison(grad):
-        window = backward_calls[0] // accum
-        backward_calls[0] += 1
-        return torch.full_like(grad, float("inf")) if window in SKIPPED else grad
-
-    model.weight.register_hook(poison)
+    model.weight.register_hook(poisoned_windows(SKIPPED, accum))
     lrs, moved = [], []
 
     def make_scheduler(prepared):

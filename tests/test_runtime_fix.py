@@ -32,6 +32,18 @@ class Record:
         return [lr for lr, moved in zip(self.lrs, self.changed) if moved]
 
 
+def poisoned_windows(skipped_windows, accum: int):
+    """A gradient hook that makes the gradients of every backward in the skipped windows inf."""
+    backward_calls = [0]
+
+    def poison(grad):
+        window = backward_calls[0] // accum
+        backward_calls[0] += 1
+        return torch.full_like(grad, float("inf")) if window in skipped_windows else grad
+
+    return poison
+
+
 def run(module, *, fused: bool, skipped_windows, windows: int, accum: int = 1, max_updates=None):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
@@ -40,14 +52,7 @@ def run(module, *, fused: bool, skipped_windows, windows: int, accum: int = 1, m
     scaler = torch.amp.GradScaler("cpu")
     record = Record()
 
-    backward_calls = [0]
-
-    def poison(grad):
-        window = backward_calls[0] // accum
-        backward_calls[0] += 1
-        return torch.full_like(grad, float("inf")) if window in skipped_windows else grad
-
-    model.weight.register_hook(poison)
+    model.weight.register_hook(poisoned_windows(skipped_windows, accum))
     snapshot = [p.detach().clone() for p in model.parameters()]
     original_update = scaler.update
 

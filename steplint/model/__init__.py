@@ -261,6 +261,11 @@ class ModuleModel:
         # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
         return [u for u in candidates if u.optimizer is None or optimizer in (self.roles.key(u.optimizer, u.site.scope), _engine_optimizer(u))]
 
+    def built_on(self, scheduler: Event, update: Event) -> bool:
+        """Whether the code says the scheduler was built on the optimizer that `update` steps."""
+        paired = self._own_updates(scheduler, [update])
+        return bool(paired) and update.optimizer is not None
+
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
         if "steplint:" not in self.source.text:  # no intent comment anywhere: no need to place the call
@@ -423,8 +428,13 @@ class ModuleModel:
 
     def order_of_expression(self, expr: cst.CSTNode) -> Optional[int]:
         """Program order of the statement or condition that holds an expression."""
+        site = self.site_of_expression(expr)
+        return site.order if site is not None else None
+
+    def site_of_expression(self, expr: cst.CSTNode) -> Optional[Site]:
+        """Site of the statement or condition that holds an expression."""
         holder = self.structure.holder.get(id(expr))
-        return self.structure.site_of[id(holder)].order if holder is not None else None
+        return self.structure.site_of[id(holder)] if holder is not None else None
 
     # -- facts about names -----------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ module, as before.
 
 from __future__ import annotations
 
-import ast
 from typing import Dict, Optional
 
 import libcst as cst
@@ -18,7 +17,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from steplint.model.structure import Structure
-from steplint.source import Source
+from steplint.source import Source, parse_python
 
 
 class Positions:
@@ -74,7 +73,7 @@ class Positions:
 
     def _first_line(self, top: cst.CSTNode) -> Optional[int]:
         if self._first_lines is None:
-            self._first_lines = _first_lines(self.source.text, self.module)
+            self._first_lines = _first_lines(self.source, self.module)
         return self._first_lines.get(id(top))
 
 
@@ -85,13 +84,13 @@ class _Collector:
         self._computed: Dict[cst.CSTNode, CodeRange] = {}
 
 
-def _first_lines(text: str, module: cst.Module) -> Dict[int, int]:
+def _first_lines(source: Source, module: cst.Module) -> Dict[int, int]:
     """id(top-level statement) -> the line its generated code starts on (its leading blank and
     comment lines included). Empty when Python's parser disagrees with LibCST's about the file."""
-    try:
-        statements = ast.parse(text).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = source.python_tree or parse_python(source.text)
+    if isinstance(tree, Exception):
         return {}
+    statements = tree.body
     found: Dict[int, int] = {}
     index = 0
     for top in module.body:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import re
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional
@@ -36,7 +38,7 @@ class BuiltIndex:
     notes: List[str] = field(default_factory=list)  # what was left out, for the user
 
     def context_for(self, path: str):
-        relative = _relative(path, self.root)
+        relative = relative_path(path, self.root)
         return self.index.context_for(relative) if relative is not None else None
 
 
@@ -102,7 +104,7 @@ def index_for_run(
     else:
         common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in files])
         root = project_root(common)
-        if any(_relative(p, root) is None for p in files):
+        if any(relative_path(p, root) is None for p in files):
             root = common
         paths = files
     built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed, workers=workers)
@@ -123,17 +125,23 @@ def build_index(
 ) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
     from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
-    from steplint.config import Settings
+    store = SummaryStore(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
+    found = module_texts(paths, root, texts)
+    kept = {relative: path for path in analysed if (relative := relative_path(path, root)) in found}
+    built = index_modules(found, root, settings, store, kept, workers)
+    if store is not None:
+        store.flush()
+    return built
 
-    settings = settings or Settings()
-    texts = dict(texts or {})
-    store = _Store(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
-    jobs: Dict[str, tuple] = {}  # relative path -> (text, roles its callers give)
-    analysed = set(analysed)
-    kept: Dict[str, str] = {}  # relative path -> the path its lint will use, for the files the run lints
+
+def module_texts(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Relative path -> text of the files `paths` that can hold a step effect (others are left
+    out of the index); `texts` gives the text of files not to read from disk."""
+    texts = texts or {}
+    found: Dict[str, str] = {}
     for path in paths:
-        relative = _relative(path, root)
-        if relative is None or relative in jobs:
+        relative = relative_path(path, root)
+        if relative is None or relative in found:
             continue
         text = texts.get(path)
         if text is None:
@@ -143,12 +151,30 @@ def build_index(
                 text = read_text(path).text
             except (OSError, FileError):
                 continue
-        if _SUMMARY_PREFILTER.search(text) or relative.endswith("__init__.py"):
-            jobs[relative] = (text, None)
-            if path in analysed:
-                kept[relative] = path
+        if summarized(relative, text):
+            found[relative] = text
+    return found
+
+
+def summarized(relative: str, text: str) -> bool:
+    """Whether a module's text can hold a step effect (or re-export one, as a package's __init__)."""
+    return bool(_SUMMARY_PREFILTER.search(text)) or relative.endswith("__init__.py")
+
+
+def index_modules(
+    texts: Dict[str, str], root: str, settings=None, store: Optional["SummaryStore"] = None, kept: Optional[Dict[str, str]] = None,
+    workers: Optional[int] = None,
+) -> BuiltIndex:
+    """The index of modules given by relative path and text, their summaries read from and
+    written to `store` (not flushed). `kept`: relative path -> the path of its lint later in the
+    run, for the modules summarised in this process with their parse kept for that lint; the others
+    in at most `workers` processes (default: one per core; 1: no pool)."""
+    from steplint.config import Settings
+
+    settings = settings or Settings()
+    kept = kept or {}
     workers = workers or os.cpu_count() or 1
-    summaries = _summaries(jobs, settings, store, kept, workers)
+    summaries = _summaries({relative: (text, None) for relative, text in texts.items()}, settings, store, kept, workers)
     index = ProjectIndex(summaries)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
@@ -156,12 +182,10 @@ def build_index(
     for relative in summaries:
         roles = index.parameter_roles(relative)
         if roles:
-            again[relative] = (jobs[relative][0], ModuleContext(relative, parameter_roles=roles))
+            again[relative] = (texts[relative], ModuleContext(relative, parameter_roles=roles))
     if again:
         summaries.update(_summaries(again, settings, store, kept, workers))
         index = ProjectIndex(summaries)
-    if store is not None:
-        store.flush()
     return BuiltIndex(index, root)
 
 
@@ -179,7 +203,12 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], wo
     elsewhere = [m for m in missing if m[1] not in kept]
     arguments = ([m[1] for m in elsewhere], [m[2] for m in elsewhere], [settings] * len(elsewhere), [m[3] for m in elsewhere])
     computed: Dict[str, Optional[ModuleSummary]] = {}
-    pool = ProcessPoolExecutor(max_workers=workers) if len(elsewhere) >= _PARALLEL_FROM and workers > 1 else None
+    pool = None
+    if len(elsewhere) >= _PARALLEL_FROM and workers > 1:
+        # Forked from a process with threads (the server's engine thread), a worker can inherit a
+        # lock held by another thread and wait forever: there, workers start afresh.
+        context = None if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
     try:
         pooled = pool.map(summarize_text, *arguments, chunksize=4) if pool is not None else None  # started now, collected below
         for _, relative, text, roles in missing:
@@ -221,17 +250,18 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
         return None  # the file's own lint reports it (SL001); the project just knows less of it
 
 
-def _relative(path: str, root: str) -> Optional[str]:
+def relative_path(path: str, root: str) -> Optional[str]:
     relative = os.path.relpath(os.path.abspath(path), root)
     return None if relative.startswith("..") else relative.replace(os.sep, "/")
 
 
-class _Store:
+class SummaryStore:
     """Summaries by content hash, in one JSON file under the project's .steplint_cache/."""
 
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, "project", "summaries.json")
         self.data: Dict[str, dict] = {}
+        self.loaded: Dict[str, ModuleSummary] = {}  # read back already (a server re-indexes often)
         self.used: set = set()  # what this run read or wrote: the rest is stale and dropped on flush
         self.dirty = False
         try:
@@ -245,17 +275,21 @@ class _Store:
 
     def __getitem__(self, key: str) -> ModuleSummary:
         self.used.add(key)
-        return ModuleSummary.from_dict(self.data[key])
+        if key not in self.loaded:
+            self.loaded[key] = ModuleSummary.from_dict(self.data[key])
+        return self.loaded[key]
 
     def __setitem__(self, key: str, summary: ModuleSummary) -> None:
         self.used.add(key)
         self.data[key] = summary.to_dict()
+        self.loaded[key] = summary
         self.dirty = True
 
     def flush(self) -> None:
         if not self.dirty and self.used == set(self.data):
             return
         self.data = {k: v for k, v in self.data.items() if k in self.used}
+        self.loaded = {k: v for k, v in self.loaded.items() if k in self.used}
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             ignore = os.path.join(os.path.dirname(os.path.dirname(self.path)), ".gitignore")

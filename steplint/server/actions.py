@@ -7,7 +7,7 @@ the document version it names), so they need no server state. Fix-all runs the s
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from lsprotocol import types
 
@@ -33,12 +33,22 @@ def text_edits(edits: Sequence[Dict[str, Any]]) -> List[types.TextEdit]:
     ]
 
 
-def workspace_edit(uri: str, version: Optional[int], edits: Sequence[Dict[str, Any]], versioned: bool) -> types.WorkspaceEdit:
+Change = Tuple[str, Optional[int], Sequence[Dict[str, Any]]]  # (document URI, its version, edits)
+
+
+def workspace_edit(changes: Sequence[Change], versioned: bool) -> types.WorkspaceEdit:
     """Versioned edits when the client takes them (it then refuses them on a stale document)."""
     if versioned:
-        document = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
-        return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=document, edits=text_edits(edits))])
-    return types.WorkspaceEdit(changes={uri: text_edits(edits)})
+        return types.WorkspaceEdit(document_changes=[
+            types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=text_edits(edits))
+            for uri, version, edits in changes
+        ])
+    return types.WorkspaceEdit(changes={uri: text_edits(edits) for uri, _, edits in changes})
+
+
+def other_cells(data: Dict[str, Any]) -> List[Change]:
+    """A notebook fix's edits in the other cells it touches."""
+    return [(cell["uri"], cell["version"], cell["edits"]) for cell in data.get("cells") or ()]
 
 
 def diagnostic_actions(uri: str, version: Optional[int], diagnostics: Sequence[types.Diagnostic], only, versioned: bool, lazy: bool) -> List[types.CodeAction]:
@@ -54,27 +64,28 @@ def diagnostic_actions(uri: str, version: Optional[int], diagnostics: Sequence[t
         fix, noqa = data.get("fix"), data.get("noqa")
         if fix:
             title = f"{SOURCE_NAME} ({diagnostic.code}): {fix['title']}"
-            fixes.append(_action(title, QUICK_FIX, uri, version, fix["edits"], [diagnostic], fix["safe"], versioned, lazy))
+            fixes.append(_action(title, uri, version, fix["edits"], fix.get("cells"), diagnostic, fix["safe"], versioned, lazy))
         if noqa:
             title = f"{SOURCE_NAME} ({diagnostic.code}): Disable for this line"
-            noqas.append(_action(title, QUICK_FIX, uri, version, noqa, [diagnostic], False, versioned, lazy))
+            noqas.append(_action(title, uri, version, noqa, None, diagnostic, False, versioned, lazy))
     return fixes + noqas
 
 
-def _action(title, kind, uri, version, edits, diagnostics, preferred, versioned, lazy) -> types.CodeAction:
-    action = types.CodeAction(title=title, kind=kind, diagnostics=diagnostics or None, is_preferred=preferred or None)
+def _action(title, uri, version, edits, cells, diagnostic, preferred, versioned, lazy) -> types.CodeAction:
+    action = types.CodeAction(title=title, kind=QUICK_FIX, diagnostics=[diagnostic], is_preferred=preferred or None)
+    data = {"uri": uri, "version": version, "edits": edits, "cells": cells}
     if lazy:
-        action.data = {"uri": uri, "version": version, "edits": edits}
+        action.data = data
     else:
-        action.edit = workspace_edit(uri, version, edits, versioned)
+        action.edit = workspace_edit([(uri, version, edits)] + other_cells(data), versioned)
     return action
 
 
-def fix_all_action(uri: str, version: Optional[int], edits: Optional[List[Dict[str, Any]]], versioned: bool) -> types.CodeAction:
-    """`source.fixAll.steplint`; without edits (resolve pending) it carries the document in `data`."""
+def fix_all_action(uri: str, version: Optional[int], changes: Optional[List[Change]], versioned: bool) -> types.CodeAction:
+    """`source.fixAll.steplint`; without changes (resolve pending) it carries the document in `data`."""
     action = types.CodeAction(title=f"{SOURCE_NAME}: Fix all auto-fixable problems", kind=FIX_ALL)
-    if edits is None:
+    if changes is None:
         action.data = {"uri": uri, "version": version, "fixAll": True}
     else:
-        action.edit = workspace_edit(uri, version, edits, versioned)
+        action.edit = workspace_edit(changes, versioned)
     return action
