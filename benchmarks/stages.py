@@ -2,9 +2,11 @@
 
     python benchmarks/stages.py PATH [PATH...]
 
-Prints the cumulative seconds of each stage (prefilter, parse, positions, structure walk, roles,
-events, guards, each rule, suppression comments, reporting) over every .py file under the paths, and
-the files that cost most. A benchmark, not a test: the figures depend on the machine.
+Does what `steplint check --no-cache -j 1` does over every .py file under the paths (the project
+index, then each file's lint with its project context) and prints the cumulative seconds of each
+stage (project summaries, Python's syntax check, LibCST's parse, positions, structure walk, roles,
+events, guards, each rule, suppression comments, reporting), and the files that cost most. A
+benchmark, not a test: the figures depend on the machine.
 """
 
 import cProfile
@@ -15,7 +17,13 @@ from pathlib import Path
 
 # (stage, file suffix, function name): cumulative time of that function over the run.
 STAGES = [
-    ("parse", "libcst/_parser/entrypoints.py", "parse_module"),
+    ("project index", "steplint/project/build.py", "build_index"),
+    ("  summaries (parse, model, summary)", "steplint/project/build.py", "summarize_text"),
+    ("lint", "steplint/engine.py", "lint_source"),
+    ("  Python's syntax check", "steplint/source.py", "python_parse_error"),
+    ("  analysis (model, rules)", "steplint/engine.py", "_analyse"),
+    ("parse (index and lint)", "libcst/_parser/entrypoints.py", "parse_module"),
+    ("model (index and lint)", "steplint/model/__init__.py", "build_model"),
     ("positions", "steplint/model/positions.py", "_place"),
     ("positions (LibCST metadata)", "libcst/metadata/wrapper.py", "resolve"),
     ("structure walk", "steplint/model/structure.py", "walk_module"),
@@ -30,7 +38,8 @@ STAGES = [
 
 def main(paths):
     from steplint.config import Settings
-    from steplint.engine import lint_source
+    from steplint.engine import lint_source, needs_analysis
+    from steplint.project.build import index_for_run
     from steplint.report import FORMATS
 
     files = sorted(p for root in map(Path, paths) for p in (root.rglob("*.py") if root.is_dir() else [root]))
@@ -41,9 +50,11 @@ def main(paths):
     profiler = cProfile.Profile()
     start = time.perf_counter()
     profiler.enable()
+    analysed = [path for path, text in texts.items() if needs_analysis(text)]
+    project = index_for_run(list(texts), lambda p: False, texts, cache=False, analysed=analysed, workers=1) if analysed else None
     for path, text in texts.items():
         began = time.perf_counter()
-        found.extend(lint_source(path, text, settings))
+        found.extend(lint_source(path, text, settings, project.context_for(path) if project else None))
         costs.append((time.perf_counter() - began, path, text.count("\n")))
     FORMATS["full"](found, texts)
     profiler.disable()

@@ -133,10 +133,8 @@ def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> File
 def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=None) -> FileReport:
     """checked_text, answered from the cache when the file, settings and version are unchanged.
     Internal errors are never cached: the next run tries again."""
-    if not needs_analysis(text):
-        return checked_text(path, text, settings, mode, project)  # Python's syntax check is cheaper than a lookup
     directory = cache.cache_dir(settings)
-    key = cache.cache_key(path, text, settings, _dependencies(project))
+    key = _cache_key(path, text, settings, project)
     found = cache.load(directory, key)
     if found is not None:
         return FileReport(path, text, found)
@@ -144,6 +142,13 @@ def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=
     if not report.internal_traceback:
         cache.store(directory, key, report.diagnostics)
     return report
+
+
+def _cache_key(path: str, text: str, settings: Settings, project) -> str:
+    """A file the prefilter skips gets Python's syntax check only, whatever the rest of the project
+    says: its entry does not depend on the project. (A warm run then answers every unchanged file
+    with a lookup, which over a tree costs a fraction of the syntax checks and needs no pool.)"""
+    return cache.cache_key(path, text, settings, _dependencies(project) if needs_analysis(text) else ())
 
 
 def _dependencies(project) -> tuple:
@@ -170,14 +175,16 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
     return report, written
 
 
-def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None):
+def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None, workers: Optional[int] = None):
     """The run's project index, when some file can need it (none passes the prefilter: no index).
-    Its summaries share the run's cache folder, and `--no-cache`."""
-    if not any(needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p)) for p in files):
+    Its summaries share the run's cache folder, `--no-cache` and `--jobs`."""
+    analysed = [p for p in files if needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p))]
+    if not analysed:
         return None
     from steplint.project.build import index_for_run  # (LibCST only where summaries are computed)
 
-    return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])))
+    return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])), analysed=analysed,
+                         workers=workers)
 
 
 def _text_or_empty(path: str) -> str:
@@ -257,9 +264,9 @@ def _answered_without_analysis(path: str, settings: Settings, project=None) -> O
         text = read_text(path).text
     except FileError:
         return None
-    if not needs_analysis(text):
-        return None  # Python's syntax check still runs on it, in _check_file
-    found = cache.load(cache.cache_dir(settings), cache.cache_key(path, text, settings, _dependencies(project)))
+    if len(text) > MAX_ANALYSED_CHARS:
+        return None  # _check_file tells that it was not analysed
+    found = cache.load(cache.cache_dir(settings), _cache_key(path, text, settings, project))
     return FileReport(path, text, found) if found is not None else None
 
 
@@ -317,7 +324,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
             return
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
-        project = _project_index(files, excluded, resolver, mode) if not missing else None
+        project = _project_index(files, excluded, resolver, mode, workers=jobs or available_cores()) if not missing else None
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         click.echo(f"steplint: error: {error}", err=True)

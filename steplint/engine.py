@@ -71,7 +71,7 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     if sys.getrecursionlimit() < _NESTING_RECURSION_LIMIT:
         sys.setrecursionlimit(_NESTING_RECURSION_LIMIT)
     try:
-        module = cst.parse_module(text)
+        module = _parsed(path, text)
     except cst.ParserSyntaxError as error:
         # Python parses it but LibCST does not: syntax newer than LibCST's grammar.
         message = f"{_without_prefix(error.message)} (steplint's parser, LibCST, does not support this syntax yet)"
@@ -86,6 +86,30 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
         if not _from_recursion(error):
             raise
         return [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
+
+
+# Modules the project index parsed for files this run lints next (in this process, or in a pool forked
+# from it): each such file is parsed once per run. path -> (text, module); the lint takes its entry.
+_KEPT: Dict[str, tuple] = {}
+
+
+def parse_and_keep(path: str, text: str) -> cst.Module:
+    """The module of `text`, parsed once and kept for the lint of `path` later in the run."""
+    import libcst as cst
+
+    kept = _KEPT.get(path)
+    if kept is not None and kept[0] == text:
+        return kept[1]
+    module = cst.parse_module(text)
+    _KEPT[path] = (text, module)
+    return module
+
+
+def _parsed(path: str, text: str) -> cst.Module:
+    import libcst as cst
+
+    kept = _KEPT.pop(path, None)
+    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(text)
 
 
 def _from_recursion(error: BaseException) -> bool:

@@ -122,3 +122,16 @@ def test_an_edited_rule_misses_the_entries_of_the_old_one(project):
     finally:
         os.utime(rule_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert len(entries(project / ".steplint_cache")) == 2
+
+
+def test_files_the_prefilter_skips_are_kept_too_whatever_the_project_says(project):
+    (project / "broken.py").write_text("def f(:\n    pass\n")
+    (project / "notes.py").write_text("x = 1\n")
+    first = steplint(project, "check", ".", "--output-format", "json")
+    assert len(entries(project / ".steplint_cache")) == 3
+    assert [d["code"] for d in json.loads(first.stdout) if d["filename"].endswith("broken.py")] == ["SL001"]
+    (project / "train.py").write_text(FIXTURE.read_text() + "\n\ndef helper(optimizer):\n    optimizer.step()\n")
+    second = steplint(project, "check", ".", "--output-format", "json")
+    assert len(entries(project / ".steplint_cache")) == 4  # train.py's new entry only: the others hit
+    broken = [d for d in json.loads(second.stdout) if d["filename"].endswith("broken.py")]
+    assert broken == [d for d in json.loads(first.stdout) if d["filename"].endswith("broken.py")]

@@ -8,7 +8,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from steplint.model.positions import Positions
 from steplint.model.structure import walk_module
-from steplint.model.syntax import forget_children, walk_expressions
+from steplint.model.syntax import children, forget_children
 from steplint.source import Source
 
 from conftest import FIXTURES
@@ -51,10 +51,18 @@ def _check(text: str) -> Positions:
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     positions = Positions(Source("t.py", text), module, walk_module(module))
     for top in module.body:
-        for node in walk_expressions(top):
+        for node in _every_node(top):
             if node in expected:
                 assert positions[node] == expected[node], cst.Module([]).code_for_node(node)
     return positions
+
+
+def _every_node(top):
+    stack = [top]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -1,11 +1,12 @@
-"""steplint's own `children` gives LibCST's `children`, node for node and in order, over whole modules."""
+"""steplint's own `children` gives LibCST's `children`, node for node and in order, over whole modules;
+the walk's `walked_children` gives the same without the tokens."""
 
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
-from steplint.model.syntax import children
+from steplint.model.syntax import _TOKENS, children, walked_children
 
 from conftest import FIXTURES
 
@@ -45,6 +46,8 @@ def _assert_same(module: cst.Module) -> int:
         expected = node.children
         found = children(node)
         assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
+        walked, without_tokens = walked_children(node), [c for c in expected if type(c) not in _TOKENS]
+        assert len(walked) == len(without_tokens) and all(a is b for a, b in zip(walked, without_tokens)), type(node).__name__
         stack.extend(expected)
         count += 1
     return count

@@ -955,7 +955,7 @@ def build_model(source: Source, module: cst.Module, settings, project=None) -> M
     roles = RoleTable(imports, structure, settings.role_names(), project)
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
-    model.events = collect_events(structure, roles, frozenset(helpers))
+    model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
     if project is not None:
         from steplint.project.events import call_events  # the project package builds on the model
 

@@ -71,7 +71,9 @@ class Event:
         return self.site.order
 
 
-def collect_events(structure: Structure, roles: RoleTable, helper_names: frozenset) -> List[Event]:
+def collect_events(structure: Structure, roles: RoleTable, helper_names: frozenset, skip_flag_named: bool) -> List[Event]:
+    """The module's events, in order. `skip_flag_named`: whether the text names `optimizer_step_was_skipped`
+    at all (without it, no statement is searched for a read of it)."""
     events: List[Event] = []
     param_group_vars = _param_group_vars(structure)
     for call, site in structure.calls:
@@ -97,7 +99,7 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
             target = node.targets[0].target
             if isinstance(target, cst.Attribute) and target.attr.value == "step" and roles.is_(target.value, site.scope, OPTIMIZER):
                 events.append(Event(STEP_WRAPPER, node, site, subject=target.value, role=roles.of(target.value, site.scope)))
-        for sub in walk_expressions(node):
+        for sub in walk_expressions(node) if skip_flag_named else ():
             if isinstance(sub, cst.Attribute) and sub.attr.value == "optimizer_step_was_skipped" and roles.is_(sub.value, site.scope, ACCELERATOR):
                 events.append(Event(SKIP_FLAG_READ, sub, site, subject=sub.value))
     events.extend(_updating_calls(structure, roles, events))

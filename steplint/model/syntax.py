@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
@@ -64,11 +65,19 @@ def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     kind = type(node)
     order = _FIELD_ORDER.get(kind)
     if order is None:
-        fields = {f.name for f in dataclasses.fields(kind)}
-        constants = kind._visit_and_replace_children.__code__.co_consts
-        order = _FIELD_ORDER[kind] = tuple(c for c in constants if isinstance(c, str) and c in fields)
+        order = _FIELD_ORDER[kind] = _visit_order(kind)
+    return _values(node, order)
+
+
+def _visit_order(kind: type) -> Tuple[str, ...]:
+    fields = {f.name for f in dataclasses.fields(kind)}
+    constants = kind._visit_and_replace_children.__code__.co_consts
+    return tuple(c for c in constants if isinstance(c, str) and c in fields)
+
+
+def _values(node: cst.CSTNode, names: Tuple[str, ...]) -> List[cst.CSTNode]:
     found: List[cst.CSTNode] = []
-    for name in order:
+    for name in names:
         value = getattr(node, name)
         if isinstance(value, cst.CSTNode):
             found.append(value)
@@ -82,8 +91,47 @@ def forget_children() -> None:
     _CHILDREN.clear()
 
 
+# Whitespace, comments, punctuation and operator tokens: two thirds of a module's nodes, and none is
+# anything the model asks about (an operator is read from its expression's field: `op.operator`).
+_TOKENS = frozenset(
+    [cst.BaseParenthesizableWhitespace, cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
+     cst.EmptyLine, cst.Comment, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
+     cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace]
+    + [kind for kind in vars(cst).values() if isinstance(kind, type) and issubclass(kind, cst.CSTNode)
+       and issubclass(kind, (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp))]
+)
+# Per node class, the fields walk_expressions reads: those whose type admits something besides tokens
+# (`Call.func`, `Call.args`, not `Call.lpar` or `Call.whitespace_after_func`), in visit order.
+_WALKED_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def walked_children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """`children(node)` without the tokens (_TOKENS)."""
+    kind = type(node)
+    names = _WALKED_FIELDS.get(kind)
+    if names is None:
+        hints = typing.get_type_hints(kind)
+        names = _WALKED_FIELDS[kind] = tuple(n for n in _visit_order(kind) if not _only_tokens(hints.get(n)))
+    return [c for c in _values(node, names) if type(c) not in _TOKENS]
+
+
+def _only_tokens(annotation) -> bool:
+    """Whether every node a field's annotation admits is a token (None, unknown: no)."""
+    kinds = []
+    pending = [annotation]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, type):
+            kinds.append(current)
+        else:
+            pending.extend(typing.get_args(current))
+    nodes = [k for k in kinds if issubclass(k, cst.CSTNode)]
+    return bool(nodes) and all(k in _TOKENS for k in nodes)
+
+
 def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under `node`, parents before children, without entering nested scopes' bodies."""
+    """Every node under `node` but tokens (_TOKENS), parents before children, without entering
+    nested scopes' bodies."""
     stack = [node]
     while stack:
         current = stack.pop()
@@ -92,7 +140,7 @@ def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             continue
         below = _CHILDREN.get(current)
         if below is None:
-            below = _CHILDREN[current] = tuple(reversed(children(current)))
+            below = _CHILDREN[current] = tuple(reversed(walked_children(current)))
         stack.extend(below)
 
 

@@ -85,11 +85,14 @@ def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
 
 
 def index_for_run(
-    files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None
+    files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None,
+    analysed: Iterable[str] = (), workers: Optional[int] = None,
 ) -> Optional[BuiltIndex]:
     """The index of a run: its files, and when it checks one file (or stdin), the other Python
     files of that file's project too (at most MAX_PROJECT_FILES of them). Summaries are cached in
-    `cache_dir` (default: .steplint_cache under the project root) unless `cache` is false."""
+    `cache_dir` (default: .steplint_cache under the project root) unless `cache` is false. The files
+    in `analysed` (those the run lints) are summarised in this process, their parse kept for their lint;
+    the others in at most `workers` processes (default: one per core; 1: no pool)."""
     if not files:
         return None
     notes = []
@@ -104,7 +107,7 @@ def index_for_run(
         if any(relative_path(p, root) is None for p in files):
             root = common
         paths = files
-    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir)
+    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed, workers=workers)
     built.notes = notes
     return built
 
@@ -117,12 +120,15 @@ def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
 
 
 def build_index(
-    paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None
+    paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None,
+    analysed: Iterable[str] = (), workers: Optional[int] = None,
 ) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
-    from disk (a buffer piped in)."""
+    from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
     store = SummaryStore(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
-    built = index_modules(module_texts(paths, root, texts), root, settings, store)
+    found = module_texts(paths, root, texts)
+    kept = {relative: path for path in analysed if (relative := relative_path(path, root)) in found}
+    built = index_modules(found, root, settings, store, kept, workers)
     if store is not None:
         store.flush()
     return built
@@ -155,13 +161,20 @@ def summarized(relative: str, text: str) -> bool:
     return bool(_SUMMARY_PREFILTER.search(text)) or relative.endswith("__init__.py")
 
 
-def index_modules(texts: Dict[str, str], root: str, settings=None, store: Optional["SummaryStore"] = None) -> BuiltIndex:
+def index_modules(
+    texts: Dict[str, str], root: str, settings=None, store: Optional["SummaryStore"] = None, kept: Optional[Dict[str, str]] = None,
+    workers: Optional[int] = None,
+) -> BuiltIndex:
     """The index of modules given by relative path and text, their summaries read from and
-    written to `store` (not flushed)."""
+    written to `store` (not flushed). `kept`: relative path -> the path of its lint later in the
+    run, for the modules summarised in this process with their parse kept for that lint; the others
+    in at most `workers` processes (default: one per core; 1: no pool)."""
     from steplint.config import Settings
 
     settings = settings or Settings()
-    summaries = _summaries({relative: (text, None) for relative, text in texts.items()}, settings, store)
+    kept = kept or {}
+    workers = workers or os.cpu_count() or 1
+    summaries = _summaries({relative: (text, None) for relative, text in texts.items()}, settings, store, kept, workers)
     index = ProjectIndex(summaries)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
@@ -171,13 +184,14 @@ def index_modules(texts: Dict[str, str], root: str, settings=None, store: Option
         if roles:
             again[relative] = (texts[relative], ModuleContext(relative, parameter_roles=roles))
     if again:
-        summaries.update(_summaries(again, settings, store))
+        summaries.update(_summaries(again, settings, store, kept, workers))
         index = ProjectIndex(summaries)
     return BuiltIndex(index, root)
 
 
-def _summaries(jobs: Dict[str, tuple], settings, store) -> Dict[str, ModuleSummary]:
-    """Summaries from the cache, the rest computed (in worker processes when there are many)."""
+def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], workers: int) -> Dict[str, ModuleSummary]:
+    """Summaries from the cache, the rest computed: those of the files the run lints (`kept`) in
+    this process, their parse kept for the lint; the others in worker processes when there are many."""
     found: Dict[str, ModuleSummary] = {}
     missing = []
     for relative, (text, roles) in jobs.items():
@@ -186,17 +200,26 @@ def _summaries(jobs: Dict[str, tuple], settings, store) -> Dict[str, ModuleSumma
             found[relative] = store[key]
         else:
             missing.append((key, relative, text, roles))
-    workers = os.cpu_count() or 1
-    arguments = ([m[1] for m in missing], [m[2] for m in missing], [settings] * len(missing), [m[3] for m in missing])
-    if len(missing) >= _PARALLEL_FROM and workers > 1:
+    elsewhere = [m for m in missing if m[1] not in kept]
+    arguments = ([m[1] for m in elsewhere], [m[2] for m in elsewhere], [settings] * len(elsewhere), [m[3] for m in elsewhere])
+    computed: Dict[str, Optional[ModuleSummary]] = {}
+    pool = None
+    if len(elsewhere) >= _PARALLEL_FROM and workers > 1:
         # Forked from a process with threads (the server's engine thread), a worker can inherit a
         # lock held by another thread and wait forever: there, workers start afresh.
         context = None if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            computed = list(pool.map(summarize_text, *arguments, chunksize=4))
-    else:
-        computed = list(map(summarize_text, *arguments))
-    for (key, relative, _, _), summary in zip(missing, computed):
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
+        pooled = pool.map(summarize_text, *arguments, chunksize=4) if pool is not None else None  # started now, collected below
+        for _, relative, text, roles in missing:
+            if relative in kept:
+                computed[relative] = summarize_text(relative, text, settings, roles, keep_as=kept[relative])
+        computed.update(zip(arguments[0], pooled if pooled is not None else map(summarize_text, *arguments)))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    for key, relative, _, _ in missing:
+        summary = computed[relative]
         if summary is not None:
             found[relative] = summary
             if store is not None:
@@ -210,16 +233,18 @@ def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
     return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{code_signature()}\0{relative}\0{given}\0{text}".encode()).hexdigest()
 
 
-def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None) -> Optional[ModuleSummary]:
+def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None, keep_as: Optional[str] = None) -> Optional[ModuleSummary]:
     """The summary of one module's text (with the roles its callers give its parameters), or None
-    when it does not parse or nests too deeply to analyse."""
+    when it does not parse or nests too deeply to analyse. `keep_as`: the path of the file's lint
+    later in the run, which then reuses this parse."""
     try:
         import libcst as cst
 
+        from steplint.engine import parse_and_keep
         from steplint.model import build_model
         from steplint.project.summarize import summarize
 
-        module = cst.parse_module(text)
+        module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(text)
         return summarize(build_model(Source(relative, text), module, settings, roles), relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
         return None  # the file's own lint reports it (SL001); the project just knows less of it
