@@ -19,7 +19,9 @@ from steplint import __version__, notebook
 from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint import cache
 from steplint.diagnostic import Diagnostic
-from steplint.engine import INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, fix_source, internal_error, lint_source, needs_analysis
+from steplint.engine import (
+    INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, internal_error, lint_source, needs_analysis,
+)
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS
@@ -324,6 +326,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
             return
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
+        collect_garbage_rarely()
         project = _project_index(files, excluded, resolver, mode, workers=jobs or available_cores()) if not missing else None
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:

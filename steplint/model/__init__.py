@@ -268,7 +268,7 @@ class ModuleModel:
 
     def basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
-        if "steplint:" not in self.source.text:  # no intent comment anywhere: no need to place the call
+        if not self.remember(("intent comments",), lambda: "steplint:" in self.source.text):  # none: no need to place the call
             return self.settings.schedule_basis
         first, last = self.rows(event.site.statement)
         return intent_basis(self.source, range(first, last + 1)) or self.settings.schedule_basis

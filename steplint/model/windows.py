@@ -633,8 +633,8 @@ def window_indices(model: "ModuleModel", update: Event, batches: set) -> set:
         return set()
     length = dotted(boundary.length)
     found = set()
-    for node, site in model.structure.statements:
-        if site.loop is not update.site.loop or site.scope is not update.site.scope or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+    for node, site in model.statements_of(update.site.scope):
+        if site.loop is not update.site.loop or not isinstance(node, cst.Assign) or len(node.targets) != 1:
             continue
         value = node.value
         if (

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import logging
 import os
 import sys
@@ -37,7 +36,7 @@ from pygls.uris import to_fs_path
 from steplint import __version__, cache
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.diagnostic import Diagnostic
-from steplint.engine import SYNTAX_ERROR, fix_source, lint_source
+from steplint.engine import SYNTAX_ERROR, collect_garbage_rarely, fix_source, lint_source
 from steplint.rule import all_rules
 from steplint.server.actions import FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
 from steplint.server.convert import lsp_diagnostics, whole_text_edit
@@ -625,8 +624,5 @@ def serve() -> None:
     """Run the server over stdin/stdout until the client says exit."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="steplint server: %(levelname)s %(message)s")
     all_rules()  # load the rules now, not during the first keystroke's lint
-    # A lint makes ~10^5 short-lived objects (LibCST nodes): the loaded engine goes to the permanent
-    # generation, and collections run per 50,000 allocations, not per 700 (5% of a lint's time).
-    gc.freeze()
-    gc.set_threshold(50_000, 10, 10)
+    collect_garbage_rarely()
     create_server().start_io()
