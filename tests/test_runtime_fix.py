@@ -220,13 +220,7 @@ def test_resume_fix_restores_schedule_scale_and_counter(tmp_path):
 def _hook_run(module, skipped):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
-    calls = [0]
-
-    def poison(grad):
-        calls[0] += 1
-        return torch.full_like(grad, float("inf")) if calls[0] - 1 in skipped else grad
-
-    model.weight.register_hook(poison)
+    model.weight.register_hook(poisoned_windows(skipped, 1))
     return module.train(model, [torch.randn(8, 4) for _ in range(10)])
 
 
@@ -302,13 +296,7 @@ def test_each_scheduler_follows_its_own_optimizer_when_they_share_a_scaler(tmp_p
     def steps(module):
         torch.manual_seed(0)
         a, b = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)
-        calls = [0]
-
-        def poison(grad):  # only `a` overflows, in its 1st and 4th pass
-            calls[0] += 1
-            return torch.full_like(grad, float("inf")) if calls[0] in (1, 4) else grad
-
-        a.weight.register_hook(poison)
+        a.weight.register_hook(poisoned_windows({0, 3}, 1))  # only `a` overflows, in its 1st and 4th pass
         opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu")
         batches = [torch.randn(8, 4) for _ in range(8)]

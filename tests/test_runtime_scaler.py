@@ -5,24 +5,12 @@ after `steplint check --fix` (safe fixes only)."""
 import pytest
 import torch
 
-from test_runtime_fix import BASE_LR, LOOPS, fixed_copy, load, warmup
+from test_runtime_fix import BASE_LR, LOOPS, fixed_copy, load, poisoned_windows, warmup
 
 BATCHES = 16
 SKIPPED = {0, 1, 2, 6}  # overflow while the scaler calibrates, and once more later
 COMMITTED = BATCHES - len(SKIPPED)
 ACCUM = 4  # micro-batches per window in the accumulation loops
-
-
-def _poison(parameter, skipped, per=1):
-    """Turn the gradient of `parameter` to inf in the backward passes whose index // per is in `skipped`."""
-    calls = [0]
-
-    def hook(grad):
-        index = calls[0] // per
-        calls[0] += 1
-        return torch.full_like(grad, float("inf")) if index in skipped else grad
-
-    parameter.register_hook(hook)
 
 
 def _record_scales(scaler):
@@ -54,7 +42,7 @@ def _guess_run(train):
     optimizer = torch.optim.SGD(model.parameters(), lr=BASE_LR)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup)
     scaler = torch.amp.GradScaler("cpu", growth_interval=2)
-    _poison(model.weight, SKIPPED)
+    model.weight.register_hook(poisoned_windows(SKIPPED, 1))
     used = []  # (a non-fused optimizer's step runs, and its post-hook fires, only when the update commits)
     optimizer.register_step_post_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
     scales = _record_scales(scaler)
@@ -100,7 +88,7 @@ def test_guess_fix_pairs_each_scheduler_with_its_own_optimizer(tmp_path):
     def run(module):
         torch.manual_seed(0)
         d, g = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)
-        _poison(d.weight, {0, 3})  # only the discriminator overflows
+        d.weight.register_hook(poisoned_windows({0, 3}, 1))  # only the discriminator overflows
         opt_d, opt_g = torch.optim.SGD(d.parameters(), lr=0.1), torch.optim.SGD(g.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu", growth_interval=2)
         return module.train_pair(opt_d, opt_g, scaler, _batches(8), lambda x: d(x).pow(2).mean(), lambda x: g(x).pow(2).mean())
@@ -154,7 +142,7 @@ def test_inserted_update_backs_off_the_scale(tmp_path):
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        _poison(model.weight, {0, 1, 5})
+        model.weight.register_hook(poisoned_windows({0, 1, 5}, 1))
         moved = []
         optimizer.register_step_post_hook(lambda *_: moved.append(True))
         scaler = module.train(model, optimizer, batches)
@@ -176,7 +164,7 @@ def test_inserted_update_follows_both_steps_of_a_shared_scaler(tmp_path):
         a = torch.nn.Linear(4, 1)
         torch.manual_seed(0)
         b = torch.nn.Linear(4, 1)
-        _poison(a.weight, {0, 4})  # only `a` overflows
+        a.weight.register_hook(poisoned_windows({0, 4}, 1))  # only `a` overflows
         opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
         scaler = module.train_pair(a, b, opt_a, opt_b, batches)
         return scaler, [p.detach().clone() for p in a.parameters()], [p.detach().clone() for p in b.parameters()]
@@ -207,7 +195,7 @@ def test_inserted_update_in_the_window_block(tmp_path):
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        _poison(model.weight, {1}, per=ACCUM)  # window 1 overflows
+        model.weight.register_hook(poisoned_windows({1}, ACCUM))  # window 1 overflows
         scaler = module.train_window(model, optimizer, batches, ACCUM)
         return scaler, [p.detach().clone() for p in model.parameters()]
 
@@ -226,7 +214,7 @@ def _bypass_run(train, batches, skipped, *extra):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    _poison(model.weight, skipped)
+    model.weight.register_hook(poisoned_windows(skipped, 1))
     after_each = []
     optimizer.register_step_post_hook(lambda *_: after_each.append([p.detach().clone() for p in model.parameters()]))
     error = None
@@ -305,7 +293,7 @@ def test_step_and_update_both_inserted_where_neither_was(tmp_path):
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        _poison(model.weight, {3})
+        model.weight.register_hook(poisoned_windows({3}, 1))
         after_each = []
         optimizer.register_step_post_hook(lambda *_: after_each.append([p.detach().clone() for p in model.parameters()]))
         scaler = train(model, optimizer, batches)
@@ -332,7 +320,7 @@ def _window_run(train, batches, skipped_windows):
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu")
-    _poison(model.weight, skipped_windows, per=ACCUM)
+    model.weight.register_hook(poisoned_windows(skipped_windows, ACCUM))
     applied = []
     optimizer.register_step_pre_hook(lambda *_: applied.append([p.grad.clone() for p in model.parameters()]))
     scales = _record_scales(scaler)
