@@ -47,7 +47,7 @@ import libcst as cst
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
 from steplint.model import COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import RANK
-from steplint.model.syntax import last_name, walk_expressions
+from steplint.model.syntax import bound_names, last_name, walk_expressions
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
@@ -116,7 +116,8 @@ def _out_of_rank_block(model, event, guard, name, applicability):
         first, last = model.rows(statement.body[0])
         text = model.source.text[model.source.line_starts[first - 1] : end]
         return Fix(title, applicability, (Edit(line_start, end, indent + text.lstrip(" \t")),))
-    if _assigned_names(body[: body.index(statement)]) & {n.value for n in walk_expressions(statement) if isinstance(n, cst.Name)}:
+    bound = {name for earlier in body[: body.index(statement)] for node in walk_expressions(earlier) for name in bound_names(node)}
+    if bound & {n.value for n in walk_expressions(statement) if isinstance(n, cst.Name)}:
         return None  # it reads what the rank block computed (`val = evaluate(); scheduler.step(val)`): other ranks lack it
     if statement is body[0]:
         offset = model.source.line_starts[model.rows(condition)[0] - 1]
@@ -125,20 +126,3 @@ def _out_of_rank_block(model, event, guard, name, applicability):
     else:
         return None
     return Fix(title, applicability, tuple(move_to(model, statement, offset, indent))) if offset is not None else None
-
-
-def _assigned_names(statements):
-    """Names the statements bind: assignment, loop and `with` targets, walrus."""
-    names = set()
-    for statement in statements:
-        for node in walk_expressions(statement):
-            targets = []
-            if isinstance(node, cst.AssignTarget):
-                targets.append(node.target)
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.CompFor)):
-                targets.append(node.target)
-            elif isinstance(node, cst.AsName):
-                targets.append(node.name)
-            for target in targets:
-                names |= {n.value for n in walk_expressions(target) if isinstance(n, cst.Name)}
-    return names

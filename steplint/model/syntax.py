@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -142,6 +142,22 @@ def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if below is None:
             below = _CHILDREN[current] = tuple(reversed(walked_children(current)))
         stack.extend(below)
+
+
+def bound_names(node: cst.CSTNode) -> Set[str]:
+    """The names `node` itself binds: targets of an assignment (plain, augmented, annotated, walrus),
+    of a `for` (statement or comprehension), and `as` names (`with`, `except`, `import`)."""
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.CompFor)):
+        targets = [node.target]
+    elif isinstance(node, cst.With):
+        targets = [item.asname.name for item in node.items if item.asname is not None]
+    elif isinstance(node, cst.AsName):
+        targets = [node.name]
+    else:
+        return set()
+    return {n.value for target in targets for n in walk_expressions(target) if isinstance(n, cst.Name)}
 
 
 def names_in(node: cst.CSTNode) -> Iterator[str]:

@@ -18,7 +18,7 @@ from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_S
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR, CONSTRUCTOR, SCHEDULER
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import bound_names, dotted, keyword, last_name, literal, positional, walk_expressions
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
@@ -145,7 +145,7 @@ def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scop
 def _one_as_written(model: "ModuleModel", name: str, scope: Scope) -> bool:
     if name in {p.name.value for p in scope.params}:
         return False
-    writes = [(node, site) for node, site in model.statements_of(scope) if name in _written_names(node)]
+    writes = [(node, site) for node, site in model.statements_of(scope) if name in bound_names(node)]
     if not writes or not _assigns_literal(writes[0], name, 1) or writes[0][1].guards:
         return False
     values = _Values(model, scope)
@@ -158,19 +158,6 @@ def _one_as_written(model: "ModuleModel", name: str, scope: Scope) -> bool:
 def _order_of(model: "ModuleModel", guard: Guard, site: Site) -> int:
     tested = model.structure.site_of.get(id(guard.test))
     return tested.order if tested is not None else site.order
-
-
-def _written_names(node: cst.CSTNode) -> set:
-    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-        return {n.value for t in targets for n in walk_expressions(t) if isinstance(n, cst.Name)}
-    if isinstance(node, (cst.For, cst.With)):
-        found = {n.value for n in walk_expressions(node.target) if isinstance(n, cst.Name)} if isinstance(node, cst.For) else set()
-        for item in node.items if isinstance(node, cst.With) else ():
-            if item.asname is not None:
-                found |= {n.value for n in walk_expressions(item.asname.name) if isinstance(n, cst.Name)}
-        return found
-    return set()
 
 
 def _assigns_literal(write: tuple, name: str, value: int) -> bool:
@@ -212,7 +199,7 @@ class _Values:
         return None
 
     def _name(self, name: str, before: int, depth: int):
-        writes = [(node, site) for node, site in self.model.statements_of(self.scope) if name in _written_names(node)]
+        writes = [(node, site) for node, site in self.model.statements_of(self.scope) if name in bound_names(node)]
         if writes:
             earlier = [w for w in writes if w[1].order < before]
             node, site = earlier[0] if len(earlier) == 1 else (None, None)
@@ -257,7 +244,7 @@ def _argument(call: cst.Call, position: int, name: str):
 def _dict_literal_entry(model: "ModuleModel", argument: cst.BaseExpression, key: str, site: Site):
     """`{"batch_size": 16}` passed as is, or through a name assigned that literal once in the caller."""
     if isinstance(argument, cst.Name):
-        writes = [(node, s) for node, s in model.statements_of(site.scope) if argument.value in _written_names(node)]
+        writes = [(node, s) for node, s in model.statements_of(site.scope) if argument.value in bound_names(node)]
         if len(writes) != 1 or not isinstance(writes[0][0], cst.Assign) or writes[0][1].order > site.order:
             return None
         argument = writes[0][0].value
@@ -279,7 +266,7 @@ def _module_constants(model: "ModuleModel") -> Dict[str, int]:
         counts: Dict[str, int] = {}
         values: Dict[str, int] = {}
         for node, _ in model.structure.statements:
-            for name in _written_names(node):
+            for name in bound_names(node):
                 counts[name] = counts.get(name, 0) + 1
         for statement in model.module.body:
             for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
