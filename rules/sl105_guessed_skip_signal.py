@@ -54,13 +54,12 @@ import libcst as cst
 
 from steplint.fixes import SAFE, Edit, Fix
 from steplint.model import COUNTER_INCREMENT, GUESSED_GATE, SCALER_UPDATE, SCHEDULER_STEP
-from steplint.model.guards import is_finiteness_check
+from steplint.model.guesses import COMMITTED, guess_sense, guesses, scale_comparison
 from steplint.model.roles import SCALER
-from steplint.model.syntax import last_name, walk_expressions
+from steplint.model.structure import EXITS
+from steplint.model.syntax import walk_expressions
 from steplint.rewrite import committed_update_edits, gate_condition, holds_comment, shares_its_pass
 from steplint.rule import Finding, rule
-
-COMMITTED, SKIPPED = "committed", "skipped"  # what a guess is true for
 
 
 @rule("SL105", "guessed-skip-signal", "Commit inferred from the loss scale or the loss's finiteness", fix="sometimes")
@@ -71,91 +70,23 @@ def check(model):
         if update is None:
             continue
         for guard in model.commit_guards(event.site, update, (GUESSED_GATE,)):
-            for guess, negation, container in _guesses(model, guard.test, event.site.scope):
+            for guess, negation, container in guesses(model, guard.test, event.site.scope):
                 uses.setdefault(id(guess), (guess, negation, container, []))[3].append((event, update, guard))
     for guess, negation, container, gated in uses.values():
         _, update, guard = gated[0]
         yield Finding(guess, _message(model, guess, update, guard, gated[0][0].site.scope), _fix(model, guess, negation, container, gated))
 
 
-def _guesses(model, test, scope):
-    """The guessing sub-expressions of a condition, following a flag to its assignment: each with the
-    `not` around it (or None) and the expression it sits in."""
-    negations = {id(sub.expression): sub for sub in walk_expressions(test) if isinstance(sub, cst.UnaryOperation) and isinstance(sub.operator, cst.Not)}
-    for sub in walk_expressions(test):
-        if isinstance(sub, cst.Comparison) and any(model.is_scale_read(o, scope) for o in [sub.left] + [c.comparator for c in sub.comparisons]):
-            yield sub, negations.get(id(sub)), test
-        elif isinstance(sub, cst.Call) and is_finiteness_check(sub) and not any(isinstance(a.value, cst.Call) and is_finiteness_check(a.value) for a in sub.args):
-            yield sub, negations.get(id(sub)), test
-        elif isinstance(sub, cst.Name) and GUESSED_GATE in model.flag_kinds(sub, scope):
-            assignment = model.flag_assignment(sub, scope)
-            if assignment is not None:
-                yield from _guesses(model, assignment.value, scope)
-
-
-def _sense(model, guess, scope):
-    """What the guess is true for: COMMITTED (`before <= after`, `isfinite(loss)`), SKIPPED
-    (`before > after`, `isnan(loss)`), or None when the code does not say (`before >= after`, a
-    scale compared with a constant, a chain)."""
-    if isinstance(guess, cst.Call):
-        return _finiteness_sense(guess)
-    return _SENSES.get(_operator_before_after(model, guess, scope))
-
-
-def _operator_before_after(model, guess, scope):
-    """The comparison's operator as `before OP after` (the earlier read on the left), or None."""
-    if len(guess.comparisons) != 1:
-        return None
-    operator = type(guess.comparisons[0].operator)
-    times = [_read_time(model, o, scope) for o in (guess.left, guess.comparisons[0].comparator)]
-    if None in times or times[0] == times[1]:
-        return None
-    return _FLIPPED.get(operator, operator) if times[0] > times[1] else operator
-
-
-_FLIPPED = {cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan, cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual}
-# `before < after` is the strict growth test (meant as "committed"); `before >= after` is true on a
-# skip and on an unchanged scale alike: what it was meant for is a guess of our own
-_SENSES = {cst.LessThanEqual: COMMITTED, cst.LessThan: COMMITTED, cst.Equal: COMMITTED, cst.GreaterThan: SKIPPED, cst.NotEqual: SKIPPED}
-
-
-def _read_time(model, operand, scope):
-    """Program order at which a compared loss scale was read: the call itself, or the assignment of
-    the variable that holds it."""
-    if not model.is_scale_read(operand, scope):
-        return None
-    if isinstance(operand, cst.Name):
-        assignment = model.flag_assignment(operand, scope)
-        return model.order_of_expression(assignment.value) if assignment is not None else None
-    return model.order_of_expression(operand)
-
-
-def _finiteness_sense(call):
-    """`isfinite(x)`, `isfinite(x).all()`: COMMITTED; `isnan(x)`, `isinf(x).any()`: SKIPPED."""
-    inner, reduction = call, None
-    if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call) and not call.args:
-        inner, reduction = call.func.value, call.func.attr.value
-    name = last_name(inner.func)
-    if name == "isfinite" and reduction in (None, "all", "item"):
-        return COMMITTED
-    if name in ("isnan", "isinf") and reduction in (None, "any", "item"):
-        return SKIPPED
-    return None
-
-
 def _ends_a_pass(guard):
     """A fix never changes the condition of a branch that raises, returns, breaks or continues:
     which passes end there is the code's own decision."""
-    return guard.early_exit or any(isinstance(node, _EXITS) for node in walk_expressions(guard.statement))
-
-
-_EXITS = (cst.Raise, cst.Return, cst.Break, cst.Continue)
+    return guard.early_exit or any(isinstance(node, EXITS) for node in walk_expressions(guard.statement))
 
 
 def _message(model, guess, update, guard, scope):
     if isinstance(guess, cst.Call):
         return "Loss finiteness is not the commit signal: gradients can overflow while the loss is finite, and the skipped update still counts"
-    if _operator_before_after(model, guess, scope) is cst.LessThan and not guard.negated:  # (the strict test runs the schedule)
+    if scale_comparison(model, guess, scope) is cst.LessThan and not guard.negated:  # (the strict test runs the schedule)
         return f"`{model.text(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
     if _read_before_update(model, guess, update):
         return f"`{model.text(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
@@ -177,7 +108,7 @@ def _fix(model, guess, negation, container, gated):
     scope = event.site.scope
     order = model.order_of_expression(guess)
     condition = gate_condition(model, update)
-    sense = _sense(model, guess, scope)
+    sense = guess_sense(model, guess, scope)
     if condition is None or order is None or order < update.order or sense is None or holds_comment(guess):
         return None
     if any(u is not update or _ends_a_pass(g) for _, u, g in gated):

@@ -39,7 +39,7 @@ from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
 from steplint.model.roles import ENGINE, SCALER, RoleTable
-from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
+from steplint.model.structure import EXITS, Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
 from steplint.model.groups import resite_group_events
 from steplint.model.overflow import OverflowHandling, overflow_handling
@@ -833,9 +833,6 @@ class ModuleModel:
         return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
 
 
-_EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
-
-
 def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
     flipped = False
     while True:
@@ -930,7 +927,7 @@ def _exits_before(first: Site, second: Site) -> bool:
         if id(block) in shared:
             continue
         rest = block.statements[block.index(statement) + 1 :]
-        if any(isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and any(isinstance(x, _EXITS) for x in s.body) for s in rest):
+        if any(isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and any(isinstance(x, EXITS) for x in s.body) for s in rest):
             return True
     return False
 

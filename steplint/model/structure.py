@@ -14,7 +14,7 @@ import libcst as cst
 from steplint.model.syntax import walk_expressions
 
 LoopNode = Union[cst.For, cst.While]
-_EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)  # statements that end a pass early
 
 
 @dataclass(eq=False)
@@ -225,9 +225,9 @@ def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
     if not isinstance(statement, cst.If):
         return None
     if statement.orelse is None:
-        if ends_in(statement.body, _EXITS):
+        if ends_in(statement.body, EXITS):
             return Guard(statement.test, True, statement, early_exit=True, raises=ends_in(statement.body, (cst.Raise,)))
-    elif isinstance(statement.orelse, cst.Else) and ends_in(statement.orelse.body, _EXITS) and not ends_in(statement.body, _EXITS):
+    elif isinstance(statement.orelse, cst.Else) and ends_in(statement.orelse.body, EXITS) and not ends_in(statement.body, EXITS):
         return Guard(statement.test, False, statement, early_exit=True, raises=ends_in(statement.orelse.body, (cst.Raise,)))
     return None
 
