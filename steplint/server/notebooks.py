@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from lsprotocol import types
@@ -39,8 +40,12 @@ class OpenNotebook:
     virtual: Source  # the virtual module the engine lints
     cells: Tuple[OpenCell, ...]  # in the order of book.cells
 
+    @cached_property
+    def _starts(self) -> List[int]:
+        return [c.start for c in self.cells]
+
     def cell_at(self, offset: int) -> OpenCell:
-        return self.cells[max(0, bisect_right([c.start for c in self.cells], offset) - 1)]
+        return self.cells[max(0, bisect_right(self._starts, offset) - 1)]
 
 
 def open_notebook(document: types.NotebookDocument, text_of) -> OpenNotebook:
