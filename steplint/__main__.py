@@ -1,3 +1,3 @@
-from steplint.cli import main
+from steplint.cli import run
 
-main()
+run()

@@ -5,11 +5,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import signal
 import sys
 import traceback
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Tuple
 
@@ -23,16 +21,16 @@ from steplint.engine import (
     INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, internal_error, lint_source, needs_analysis,
 )
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
+from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS
 from steplint.rule import all_rules
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
 
-# A process pool costs ~0.2 s to start and to import the analysis in each worker: worth it only for
-# enough text that needs analysis (files that pass the prefilter and miss the cache).
+# Worker processes cost ~0.1 s to start: worth it only for enough text that needs analysis (files
+# that pass the prefilter and miss the cache), or when the workers hold the files' parses already.
 _PARALLEL_FROM_BYTES = 400_000
-_CHUNK_BYTES = 200_000  # work handed to a worker at a time: big files alone, small ones together
 _PROGRESS_FROM = 300  # files; fewer finish before a progress line would help
 
 
@@ -177,7 +175,7 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
     return report, written
 
 
-def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None, workers: Optional[int] = None):
+def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None, pool: Optional[Pool] = None):
     """The run's project index, when some file can need it (none passes the prefilter: no index).
     Its summaries share the run's cache folder, `--no-cache` and `--jobs`."""
     analysed = [p for p in files if needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p))]
@@ -186,7 +184,7 @@ def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None, 
     from steplint.project.build import index_for_run  # (LibCST only where summaries are computed)
 
     return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])), analysed=analysed,
-                         workers=workers)
+                         pool=pool)
 
 
 def _text_or_empty(path: str) -> str:
@@ -208,10 +206,10 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, workers: int) -> Iterator[FileReport]:
-    """Reports in the order of `jobs` ((path, settings, project context)), streamed. What the prefilter or the cache answers is answered
-    here; the rest goes to a process pool only when there is enough of it to pay for the pool, in
-    chunks of about _CHUNK_BYTES, biggest files first."""
+def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool) -> Iterator[FileReport]:
+    """Reports in the order of `jobs` ((path, settings, project context)), streamed. What the cache
+    answers is answered here; the rest goes to the pool's workers (a file whose parse a worker keeps
+    from the project index to that worker) when there is enough of it, biggest files first."""
     answered = {}
     if mode.use_cache and not (mode.fix or mode.diff or mode.add_noqa):
         for index, (path, settings, project) in enumerate(jobs):
@@ -220,37 +218,18 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, workers: int)
                 answered[index] = report
     pending = [i for i in range(len(jobs)) if i not in answered]
     sizes = {i: _size(jobs[i][0]) for i in pending}
-    if workers < 2 or sum(sizes.values()) < _PARALLEL_FROM_BYTES:
+    if pool.size < 2 or not (pool.owners or sum(sizes.values()) >= _PARALLEL_FROM_BYTES):
         for index, (path, settings, project) in enumerate(jobs):
             yield answered.pop(index) if index in answered else _check_file(path, settings, mode, project)
         return
-    chunks: List[List[int]] = []
-    filled = _CHUNK_BYTES
-    for index in sorted(pending, key=lambda i: -sizes[i]):
-        if filled >= _CHUNK_BYTES:
-            chunks.append([])
-            filled = 0
-        chunks[-1].append(index)
-        filled += sizes[index]
+    pending.sort(key=lambda i: -sizes[i])
+    owners = [pool.owners.get(jobs[i][0]) for i in pending]
     following = 0
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_leave_interrupts_to_the_parent)
-    try:
-        futures = [pool.submit(_check_chunk, [jobs[i] for i in chunk], mode) for chunk in chunks]
-        for chunk, future in zip(chunks, futures):
-            answered.update(zip(chunk, future.result()))
-            while following in answered:
-                yield answered.pop(following)
-                following += 1
-    finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _leave_interrupts_to_the_parent() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _check_chunk(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode) -> List[FileReport]:
-    return [_check_file(path, settings, mode, project) for path, settings, project in jobs]
+    for index, report in zip(pending, pool.map(_check_file, [(jobs[i][0], jobs[i][1], mode, jobs[i][2]) for i in pending], owners)):
+        answered[index] = report
+        while following in answered:
+            yield answered.pop(following)
+            following += 1
 
 
 def _size(path: str) -> int:
@@ -282,6 +261,25 @@ def _with_progress(reports: Iterator[FileReport], total: int) -> List[FileReport
     if show:
         click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
     return done
+
+
+def run() -> None:
+    """The `steplint` command: `main`, then an exit without the interpreter's teardown once the
+    output is flushed. A run over a tree leaves ~10^6 small objects (parse trees kept for the lint,
+    summaries); freeing them one by one at shutdown took seconds and changes nothing."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+        if not isinstance(exit_.code, (int, type(None))):
+            print(exit_.code, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`steplint check | head`): nothing more to say
+            pass
+    os._exit(code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -319,6 +317,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
           no_cache, jobs) -> None:
     """Check PATHS (files or folders; default: the current folder; `-` for stdin)."""
     mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, use_cache=not no_cache)
+    pool = Pool(jobs or available_cores())  # (its workers start only if the work pays for them)
     try:
         resolver = Resolver(Overrides(_codes(select), _codes(ignore), _codes(extend_select)), config_file)
         if paths == ("-",) or (stdin_filename and not paths):
@@ -327,9 +326,10 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
         collect_garbage_rarely()
-        project = _project_index(files, excluded, resolver, mode, workers=jobs or available_cores()) if not missing else None
+        project = _project_index(files, excluded, resolver, mode, pool=pool) if not missing else None
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
+        pool.close()
         click.echo(f"steplint: error: {error}", err=True)
         sys.exit(2)
     for note in project.notes if project else ():
@@ -341,10 +341,12 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
     if not files:
         click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
     try:
-        reports = _with_progress(_run(work, mode, jobs or available_cores()), len(work))
+        reports = _with_progress(_run(work, mode, pool), len(work))
     except KeyboardInterrupt:
         click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
         sys.exit(130)
+    finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
+        pool.close()
     _file_messages(reports, verbose)
     diagnostics = [d for r in reports for d in r.diagnostics]
     sources = {r.path: r.text for r in reports}

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import re
-import threading
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional
 
@@ -17,8 +14,10 @@ from steplint import __version__
 from steplint.cache import code_signature
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.files import SKIPPED_DIRS, FileError, read_text
+from steplint.pool import PARALLEL_FROM_TASKS, Pool
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
+from steplint.project.reach import connected_modules
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
 from steplint.source import Source
 
@@ -28,7 +27,6 @@ CACHE_DIR_NAME = ".steplint_cache"
 # A module without any of these words has no step effect to summarise (and no call that passes one on,
 # no `import *` that re-exports one).
 _SUMMARY_PREFILTER = re.compile(r"\.step\(|(?i:scaler)|save|load_state_dict|clip_grad|\.backward\(|all_reduce|all_gather|reduce_|\+= *1\b|optim\.|lr_scheduler|import \*")
-_PARALLEL_FROM = 16  # modules to summarise; below this a process pool costs more than it saves
 
 
 @dataclass
@@ -86,13 +84,13 @@ def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
 
 def index_for_run(
     files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None,
-    analysed: Iterable[str] = (), workers: Optional[int] = None,
+    analysed: Iterable[str] = (), pool: Optional[Pool] = None,
 ) -> Optional[BuiltIndex]:
     """The index of a run: its files, and when it checks one file (or stdin), the other Python
     files of that file's project too (at most MAX_PROJECT_FILES of them). Summaries are cached in
     `cache_dir` (default: .steplint_cache under the project root) unless `cache` is false. The files
-    in `analysed` (those the run lints) are summarised in this process, their parse kept for their lint;
-    the others in at most `workers` processes (default: one per core; 1: no pool)."""
+    in `analysed` (those the run lints) keep their parse for their lint, in the process that
+    summarised them: this one, or the worker of `pool` that will lint them."""
     if not files:
         return None
     notes = []
@@ -107,7 +105,7 @@ def index_for_run(
         if any(relative_path(p, root) is None for p in files):
             root = common
         paths = files
-    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed, workers=workers)
+    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed, pool=pool)
     built.notes = notes
     return built
 
@@ -121,14 +119,17 @@ def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
 
 def build_index(
     paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None,
-    analysed: Iterable[str] = (), workers: Optional[int] = None,
+    analysed: Iterable[str] = (), pool: Optional[Pool] = None,
 ) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
     from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
     store = SummaryStore(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
+    analysed = list(analysed)
     found = module_texts(paths, root, texts)
     kept = {relative: path for path in analysed if (relative := relative_path(path, root)) in found}
-    built = index_modules(found, root, settings, store, kept, workers)
+    if analysed:  # a run's lints learn nothing from modules not connected to theirs
+        found = {relative: found[relative] for relative in connected_modules(found, kept)}
+    built = index_modules(found, root, settings, store, kept, pool)
     if store is not None:
         store.flush()
     return built
@@ -163,18 +164,17 @@ def summarized(relative: str, text: str) -> bool:
 
 def index_modules(
     texts: Dict[str, str], root: str, settings=None, store: Optional["SummaryStore"] = None, kept: Optional[Dict[str, str]] = None,
-    workers: Optional[int] = None,
+    pool: Optional[Pool] = None,
 ) -> BuiltIndex:
     """The index of modules given by relative path and text, their summaries read from and
     written to `store` (not flushed). `kept`: relative path -> the path of its lint later in the
-    run, for the modules summarised in this process with their parse kept for that lint; the others
-    in at most `workers` processes (default: one per core; 1: no pool)."""
+    run, for the modules whose parse is kept for that lint (in the worker of `pool` that will lint
+    them, else in this process). Summaries are computed in `pool` when there are enough of them."""
     from steplint.config import Settings
 
     settings = settings or Settings()
     kept = kept or {}
-    workers = workers or os.cpu_count() or 1
-    summaries = _summaries({relative: (text, None) for relative, text in texts.items()}, settings, store, kept, workers)
+    summaries = _summaries({relative: (text, None) for relative, text in texts.items()}, settings, store, kept, pool)
     index = ProjectIndex(summaries)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
@@ -184,14 +184,14 @@ def index_modules(
         if roles:
             again[relative] = (texts[relative], ModuleContext(relative, parameter_roles=roles))
     if again:
-        summaries.update(_summaries(again, settings, store, kept, workers))
+        summaries.update(_summaries(again, settings, store, kept, pool))
         index = ProjectIndex(summaries)
     return BuiltIndex(index, root)
 
 
-def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], workers: int) -> Dict[str, ModuleSummary]:
-    """Summaries from the cache, the rest computed: those of the files the run lints (`kept`) in
-    this process, their parse kept for the lint; the others in worker processes when there are many."""
+def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], pool: Optional[Pool]) -> Dict[str, ModuleSummary]:
+    """Summaries from the cache, the rest computed: in `pool` when there are many or a worker holds
+    the parse of some (a module the run lints in the worker that will lint it), else here."""
     found: Dict[str, ModuleSummary] = {}
     missing = []
     for relative, (text, roles) in jobs.items():
@@ -200,26 +200,13 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], wo
             found[relative] = store[key]
         else:
             missing.append((key, relative, text, roles))
-    elsewhere = [m for m in missing if m[1] not in kept]
-    arguments = ([m[1] for m in elsewhere], [m[2] for m in elsewhere], [settings] * len(elsewhere), [m[3] for m in elsewhere])
-    computed: Dict[str, Optional[ModuleSummary]] = {}
-    pool = None
-    if len(elsewhere) >= _PARALLEL_FROM and workers > 1:
-        # Forked from a process with threads (the server's engine thread), a worker can inherit a
-        # lock held by another thread and wait forever: there, workers start afresh.
-        context = None if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    try:
-        pooled = pool.map(summarize_text, *arguments, chunksize=4) if pool is not None else None  # started now, collected below
-        for _, relative, text, roles in missing:
-            if relative in kept:
-                computed[relative] = summarize_text(relative, text, settings, roles, keep_as=kept[relative])
-        computed.update(zip(arguments[0], pooled if pooled is not None else map(summarize_text, *arguments)))
-    finally:
-        if pool is not None:
-            pool.shutdown()
-    for key, relative, _, _ in missing:
-        summary = computed[relative]
+    calls = [(relative, text, settings, roles, kept.get(relative)) for _, relative, text, roles in missing]
+    if pool is not None and (len(calls) >= PARALLEL_FROM_TASKS or any(call[4] in pool.owners for call in calls)):
+        owners = [pool.owner(kept[relative], len(text)) if relative in kept else None for _, relative, text, _ in missing]
+        computed = pool.map(summarize_text, calls, owners)
+    else:
+        computed = (summarize_text(*call) for call in calls)
+    for (key, relative, _, _), summary in zip(missing, computed):
         if summary is not None:
             found[relative] = summary
             if store is not None:

@@ -18,10 +18,7 @@ Target = Tuple[str, s.FunctionSummary, Optional[str]]  # (module path, function,
 class ProjectIndex:
     def __init__(self, summaries: Dict[str, s.ModuleSummary]) -> None:
         self.modules = summaries  # by path relative to the project root, with "/"
-        self._dotted: Dict[str, str] = {}
-        for path in sorted(summaries):
-            for name in _module_names(path):
-                self._dotted.setdefault(name, path)
+        self._dotted = dotted_names(summaries)
         self._composed: Dict[Tuple[str, str], List[s.Effect]] = {}
         self._resolved: Dict[Tuple[str, str, str], Optional[Target]] = {}
         self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
@@ -102,31 +99,7 @@ class ProjectIndex:
         return None
 
     def _modules_for(self, importer: str, qualified: str) -> List[Tuple[str, str]]:
-        """(module path, attribute path left) for an imported qualified name, nearest first."""
-        found = []
-        dots = len(qualified) - len(qualified.lstrip("."))
-        parts = [p for p in qualified[dots:].split(".") if p]
-        if dots:
-            base = posixpath.dirname(importer)
-            for _ in range(dots - 1):
-                base = posixpath.dirname(base)
-            roots = [base]
-        else:
-            roots = [posixpath.dirname(importer)]  # a script's own folder is first on sys.path
-        for cut in range(len(parts), 0, -1):
-            module, attribute = parts[:cut], ".".join(parts[cut:])
-            for root in roots:
-                stem = posixpath.join(root, *module) if root else posixpath.join(*module)
-                for candidate in (stem + ".py", stem + "/__init__.py"):
-                    if candidate in self.modules:
-                        found.append((candidate, attribute))
-            if not dots and ".".join(module) in self._dotted:
-                found.append((self._dotted[".".join(module)], attribute))
-        if dots and not parts:
-            init = posixpath.join(roots[0], "__init__.py") if roots[0] else "__init__.py"
-            if init in self.modules:
-                found.append((init, ""))
-        return found
+        return modules_for(self.modules, self._dotted, importer, qualified)
 
     # -- composing effects -----------------------------------------------------------------------
 
@@ -220,6 +193,45 @@ class ProjectIndex:
         called = sorted(name for name in module.functions if (path, name) in self._called)
         elsewhere = sorted(name for name in module.functions if (path, name) in self._called_elsewhere)
         return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere)
+
+
+def dotted_names(paths) -> Dict[str, str]:
+    """Dotted module name -> path, for the paths of a project's modules (the first path in sorted
+    order takes a name two paths share)."""
+    found: Dict[str, str] = {}
+    for path in sorted(paths):
+        for name in _module_names(path):
+            found.setdefault(name, path)
+    return found
+
+
+def modules_for(modules, dotted: Dict[str, str], importer: str, qualified: str) -> List[Tuple[str, str]]:
+    """(module path, attribute path left) for a qualified name imported by `importer`, nearest first,
+    among `modules` (paths) and `dotted` (dotted name -> path, from dotted_names)."""
+    found = []
+    dots = len(qualified) - len(qualified.lstrip("."))
+    parts = [p for p in qualified[dots:].split(".") if p]
+    if dots:
+        base = posixpath.dirname(importer)
+        for _ in range(dots - 1):
+            base = posixpath.dirname(base)
+        roots = [base]
+    else:
+        roots = [posixpath.dirname(importer)]  # a script's own folder is first on sys.path
+    for cut in range(len(parts), 0, -1):
+        module, attribute = parts[:cut], ".".join(parts[cut:])
+        for root in roots:
+            stem = posixpath.join(root, *module) if root else posixpath.join(*module)
+            for candidate in (stem + ".py", stem + "/__init__.py"):
+                if candidate in modules:
+                    found.append((candidate, attribute))
+        if not dots and ".".join(module) in dotted:
+            found.append((dotted[".".join(module)], attribute))
+    if dots and not parts:
+        init = posixpath.join(roots[0], "__init__.py") if roots[0] else "__init__.py"
+        if init in modules:
+            found.append((init, ""))
+    return found
 
 
 def _module_names(path: str) -> List[str]:

@@ -1,0 +1,135 @@
+"""Worker processes that keep what they parse, for a run's two phases.
+
+A file the run lints is parsed once: the project index summarises it in some worker, which keeps the
+parse (steplint.engine.parse_and_keep), and its lint later goes to that same worker. With a pool
+that hands tasks to any worker, either the parent summarised every linted file alone (one core busy
+while the others waited) or each file was parsed twice.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import threading
+from collections import deque
+from multiprocessing.connection import Connection, wait
+from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence
+
+# Fewer tasks than this are done in the calling process: starting workers costs more.
+PARALLEL_FROM_TASKS = 16
+
+
+class Pool:
+    """`size` worker processes, started on first use (a pool of one is this process). `owner(path)` names the worker that keeps a
+    file's parse; `map` runs each task in its owner when it has one, else in the first free worker."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.owners: Dict[str, int] = {}  # path -> the worker that parsed it (and keeps the parse)
+        self._assigned = [0] * size  # characters parsed by each worker so far, to balance owners
+        self._workers: List[tuple] = []  # (process, connection)
+
+    def owner(self, path: str, cost: int) -> int:
+        """The worker that parses `path` (cost: its length) and keeps the parse: the least loaded."""
+        if path not in self.owners:
+            chosen = min(range(self.size), key=self._assigned.__getitem__)
+            self.owners[path] = chosen
+            self._assigned[chosen] += cost
+        return self.owners[path]
+
+    def map(self, function: Callable, calls: Sequence[tuple], owners: Sequence[Optional[int]]) -> Iterator:
+        """`function(*call)` for each call, yielded in order as they finish; `owners[i]`: the worker
+        that must run call i (it keeps what the call reuses), or None. A task's exception is raised
+        where its result would be yielded. A pool of one runs them here."""
+        if self.size < 2:
+            yield from (function(*call) for call in calls)
+            return
+        self._start()
+        owned: Dict[int, Deque[int]] = {w: deque() for w in range(self.size)}
+        shared: Deque[int] = deque()
+        for index, owner in enumerate(owners):
+            (owned[owner] if owner is not None else shared).append(index)
+        busy: Dict[int, int] = {}  # worker -> the task it runs
+        done: Dict[int, tuple] = {}
+        following = 0
+
+        def feed(worker: int) -> None:
+            # One task per worker at a time: the parent sends only to a worker waiting to receive,
+            # so a large task and a large result never wait on each other in full pipes.
+            queue = owned[worker] or shared
+            if queue:
+                index = queue.popleft()
+                busy[worker] = index
+                self._workers[worker][1].send((function, calls[index]))
+
+        for worker in range(self.size):
+            feed(worker)
+        while following < len(calls):
+            connections = {self._workers[w][1]: w for w in busy}
+            if not connections:
+                raise RuntimeError("steplint's worker pool has tasks left but no worker to run them")
+            for connection in wait(list(connections)):
+                worker = connections[connection]  # type: ignore[index]
+                try:
+                    done[busy.pop(worker)] = connection.recv()  # type: ignore[union-attr]
+                except EOFError:
+                    raise RuntimeError("a steplint worker process ended unexpectedly (out of memory?)") from None
+                feed(worker)
+            while following in done:
+                succeeded, value = done.pop(following)
+                following += 1
+                if not succeeded:
+                    raise value
+                yield value
+
+    def _start(self) -> None:
+        if self._workers:
+            return
+        # Forked from a process with threads (the server's engine thread), a worker can inherit a
+        # lock held by another thread and wait forever: there, workers start afresh.
+        context = multiprocessing.get_context() if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")
+        for _ in range(self.size):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs,), daemon=True)
+            process.start()
+            theirs.close()
+            self._workers.append((process, ours))
+
+    def close(self) -> None:
+        for process, connection in self._workers:
+            try:
+                connection.send(None)
+            except OSError:
+                pass
+            connection.close()
+        for process, _ in self._workers:
+            process.join(timeout=5)
+            if process.is_alive():  # interrupted mid-task: nothing it does now is waited for
+                process.terminate()
+        self._workers = []
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _serve(connection: Connection) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    while True:
+        try:
+            task = connection.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        function, call = task
+        try:
+            result = (True, function(*call))
+        except BaseException as error:  # noqa: BLE001 - raised again in the parent, at this task
+            result = (False, error)
+        try:
+            connection.send(result)
+        except Exception as error:  # an unpicklable result or exception
+            connection.send((False, RuntimeError(f"{type(error).__name__}: {error}")))
