@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import click
 
@@ -144,11 +144,13 @@ def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=
     return report
 
 
-def _cache_key(path: str, text: str, settings: Settings, project) -> str:
+def _cache_key(path: str, text: str, settings: Settings, project, analysed: Optional[bool] = None) -> str:
     """A file the prefilter skips gets Python's syntax check only, whatever the rest of the project
     says: its entry does not depend on the project. (A warm run then answers every unchanged file
-    with a lookup, which over a tree costs a fraction of the syntax checks and needs no pool.)"""
-    return cache.cache_key(path, text, settings, _dependencies(project) if needs_analysis(text) else ())
+    with a lookup, which over a tree costs a fraction of the syntax checks and needs no pool.)
+    `analysed`: whether the file passes the prefilter, when the caller knows already."""
+    analysed = needs_analysis(text) if analysed is None else analysed
+    return cache.cache_key(path, text, settings, _dependencies(project) if analysed else ())
 
 
 def _dependencies(project) -> tuple:
@@ -175,10 +177,11 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
     return report, written
 
 
-def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None, pool: Optional[Pool] = None):
+def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts: Dict[str, str], pool: Optional[Pool] = None, analysed=None):
     """The run's project index, when some file can need it (none passes the prefilter: no index).
-    Its summaries share the run's cache folder, `--no-cache` and `--jobs`."""
-    analysed = [p for p in files if needs_analysis(texts[p] if texts and p in texts else _text_or_empty(p))]
+    `texts`: of the files that read; `analysed`: those that pass the prefilter, if known. Its
+    summaries share the run's cache folder, `--no-cache` and `--jobs`."""
+    analysed = [p for p in files if p in texts and needs_analysis(texts[p])] if analysed is None else analysed
     if not analysed:
         return None
     from steplint.project.build import index_for_run  # (LibCST only where summaries are computed)
@@ -187,11 +190,15 @@ def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts=None, 
                          pool=pool)
 
 
-def _text_or_empty(path: str) -> str:
-    try:
-        return read_text(path).text
-    except FileError:
-        return ""
+def _readable_texts(files: Sequence[str]) -> Dict[str, str]:
+    """The text of each file that reads, read once for the run (the others are reported by their check)."""
+    texts = {}
+    for path in files:
+        try:
+            texts[path] = read_text(path).text
+        except FileError:
+            pass
+    return texts
 
 
 def _file_error(path: str, message: str) -> Diagnostic:
@@ -206,18 +213,19 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool) -> Iterator[FileReport]:
-    """Reports in the order of `jobs` ((path, settings, project context)), streamed. What the cache
-    answers is answered here; the rest goes to the pool's workers (a file whose parse a worker keeps
-    from the project index to that worker) when there is enough of it, biggest files first."""
+def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool, texts: Dict[str, str], analysed: Set[str]) -> Iterator[FileReport]:
+    """Reports in the order of `jobs` ((path, settings, project context)), streamed; `texts`: the
+    files' texts as read, `analysed`: those that pass the prefilter. What the cache answers is
+    answered here; the rest goes to the pool's workers (a file whose parse a worker keeps from the
+    project index to that worker) when there is enough of it, biggest files first."""
     answered = {}
     if mode.use_cache and not (mode.fix or mode.diff or mode.add_noqa):
         for index, (path, settings, project) in enumerate(jobs):
-            report = _answered_without_analysis(path, settings, project)
+            report = _answered_without_analysis(path, settings, project, texts.get(path), path in analysed)
             if report is not None:
                 answered[index] = report
     pending = [i for i in range(len(jobs)) if i not in answered]
-    sizes = {i: _size(jobs[i][0]) for i in pending}
+    sizes = {i: len(texts.get(jobs[i][0], "")) for i in pending}
     if pool.size < 2 or not (pool.owners or sum(sizes.values()) >= _PARALLEL_FROM_BYTES):
         for index, (path, settings, project) in enumerate(jobs):
             yield answered.pop(index) if index in answered else _check_file(path, settings, mode, project)
@@ -232,22 +240,12 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool) -
             following += 1
 
 
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _answered_without_analysis(path: str, settings: Settings, project=None) -> Optional[FileReport]:
-    """The report of a file the cache holds; None: it needs checking."""
-    try:
-        text = read_text(path).text
-    except FileError:
-        return None
-    if len(text) > MAX_ANALYSED_CHARS:
-        return None  # _check_file tells that it was not analysed
-    found = cache.load(cache.cache_dir(settings), _cache_key(path, text, settings, project))
+def _answered_without_analysis(path: str, settings: Settings, project, text: Optional[str], analysed: bool) -> Optional[FileReport]:
+    """The report of a file the cache holds (`text`: as the run read it, None if it did not read);
+    None: it needs checking."""
+    if text is None or len(text) > MAX_ANALYSED_CHARS:
+        return None  # _check_file tells why it was not read or not analysed
+    found = cache.load(cache.cache_dir(settings), _cache_key(path, text, settings, project, analysed))
     return FileReport(path, text, found) if found is not None else None
 
 
@@ -326,7 +324,13 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
         collect_garbage_rarely()
-        project = _project_index(files, excluded, resolver, mode, pool=pool) if not missing else None
+        texts = _readable_texts(files) if not missing else {}
+        analysed = {p for p, text in texts.items() if needs_analysis(text)}
+        from steplint.project.build import MAX_FILE_BYTES
+
+        # (Texts that may be over the index's byte limit are left for it to read, and skip, itself.)
+        small = {p: text for p, text in texts.items() if len(text) * 4 <= MAX_FILE_BYTES}
+        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed]) if not missing else None
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         pool.close()
@@ -341,7 +345,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
     if not files:
         click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
     try:
-        reports = _with_progress(_run(work, mode, pool), len(work))
+        reports = _with_progress(_run(work, mode, pool, texts, analysed), len(work))
     except KeyboardInterrupt:
         click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
         sys.exit(130)

@@ -25,8 +25,9 @@ MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is 
 MAX_FILE_BYTES = 1_000_000
 CACHE_DIR_NAME = ".steplint_cache"
 # A module without any of these words has no step effect to summarise (and no call that passes one on,
-# no `import *` that re-exports one).
-_SUMMARY_PREFILTER = re.compile(r"\.step\(|(?i:scaler)|save|load_state_dict|clip_grad|\.backward\(|all_reduce|all_gather|reduce_|\+= *1\b|optim\.|lr_scheduler|import \*")
+# no `import *` that re-exports one). (Substring tests: many times faster than one regex of them all.)
+_SUMMARY_WORDS = (".step(", "save", "load_state_dict", "clip_grad", ".backward(", "all_reduce", "all_gather", "reduce_", "optim.", "lr_scheduler", "import *")
+_INCREMENT = re.compile(r"\+= *1\b")
 
 
 @dataclass
@@ -159,7 +160,10 @@ def module_texts(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]
 
 def summarized(relative: str, text: str) -> bool:
     """Whether a module's text can hold a step effect (or re-export one, as a package's __init__)."""
-    return bool(_SUMMARY_PREFILTER.search(text)) or relative.endswith("__init__.py")
+    return (
+        any(word in text for word in _SUMMARY_WORDS) or "scaler" in text.lower() or _INCREMENT.search(text) is not None
+        or relative.endswith("__init__.py")
+    )
 
 
 def index_modules(

@@ -221,7 +221,7 @@ def modules_for(modules, dotted: Dict[str, str], importer: str, qualified: str) 
     for cut in range(len(parts), 0, -1):
         module, attribute = parts[:cut], ".".join(parts[cut:])
         for root in roots:
-            stem = posixpath.join(root, *module) if root else posixpath.join(*module)
+            stem = f"{root}/{'/'.join(module)}" if root else "/".join(module)
             for candidate in (stem + ".py", stem + "/__init__.py"):
                 if candidate in modules:
                     found.append((candidate, attribute))

@@ -50,9 +50,14 @@ def _import_graph(texts: Dict[str, str]) -> Dict[str, Set[str]]:
     dotted = dotted_names(paths)
     names = sorted(dotted)
     linked: Dict[str, Set[str]] = {path: set() for path in paths}
+    candidates: Dict[tuple, List[str]] = {}  # (folder, name) -> targets: the same for all modules of a folder
     for importer in paths:
-        for qualified in _imported(texts[importer]):
-            for target in _candidates(paths, known, dotted, names, importer, qualified):
+        folder = posixpath.dirname(importer)
+        for qualified in set(_imported(texts[importer])):
+            targets = candidates.get((folder, qualified))
+            if targets is None:
+                targets = candidates[folder, qualified] = list(_candidates(paths, known, dotted, names, importer, qualified))
+            for target in targets:
                 if target != importer:
                     linked[importer].add(target)
                     linked[target].add(importer)
@@ -98,7 +103,7 @@ def _candidates(paths: List[str], known: Set[str], dotted: Dict[str, str], names
     root = posixpath.dirname(importer)
     for _ in range(max(dots - 1, 0)):
         root = posixpath.dirname(root)
-    stem = posixpath.join(root, *parts) if parts else root
+    stem = "/".join([root, *parts] if root else parts)
     yield from _starting_with(paths, stem + "/" if stem else "")
     if not dots and parts:
         yield from (dotted[name] for name in _starting_with(names, ".".join(parts) + "."))
