@@ -51,7 +51,7 @@ def main(paths):
     start = time.perf_counter()
     profiler.enable()
     analysed = [path for path, text in texts.items() if needs_analysis(text)]
-    project = index_for_run(list(texts), lambda p: False, texts, cache=False, analysed=analysed, workers=1) if analysed else None
+    project = index_for_run(list(texts), lambda p: False, texts, cache=False, analysed=analysed) if analysed else None
     for path, text in texts.items():
         began = time.perf_counter()
         found.extend(lint_source(path, text, settings, project.context_for(path) if project else None))

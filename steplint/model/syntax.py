@@ -75,14 +75,27 @@ def _visit_order(kind: type) -> Tuple[str, ...]:
     return tuple(c for c in constants if isinstance(c, str) and c in fields)
 
 
+# Node classes are ABCs: `isinstance(value, cst.CSTNode)` takes ABCMeta's slow path on every call,
+# the most frequent call of a model's build. Whether a class is a node is asked once per class.
+class _NodeKinds(dict):
+    def __missing__(self, kind: type) -> bool:
+        self[kind] = issubclass(kind, cst.CSTNode)
+        return self[kind]
+
+
+_IS_NODE = _NodeKinds()
+
+
 def _values(node: cst.CSTNode, names: Tuple[str, ...]) -> List[cst.CSTNode]:
     found: List[cst.CSTNode] = []
+    is_node = _IS_NODE
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = type(value)
+        if kind is tuple or kind is list:
+            found.extend([v for v in value if is_node[type(v)]])
+        elif is_node[kind]:
             found.append(value)
-        elif isinstance(value, (tuple, list)):
-            found.extend(v for v in value if isinstance(v, cst.CSTNode))
     return found
 
 
@@ -129,6 +142,9 @@ def _only_tokens(annotation) -> bool:
     return bool(nodes) and all(k in _TOKENS for k in nodes)
 
 
+_SCOPE_KINDS = frozenset([cst.FunctionDef, cst.ClassDef])  # (no subclasses: a type test is an isinstance here)
+
+
 def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under `node` but tokens (_TOKENS), parents before children, without entering
     nested scopes' bodies."""
@@ -136,7 +152,7 @@ def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and current is not node:
+        if type(current) in _SCOPE_KINDS and current is not node:
             continue
         below = _CHILDREN.get(current)
         if below is None:
