@@ -82,10 +82,11 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
             events.append(event)
     call_events = {id(e.node): e for e in events}
     for node, site in structure.statements:
-        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+        statement = type(node)  # (type tests: isinstance of a node class is slow, and these have no subclasses)
+        if statement is cst.AugAssign and type(node.operator) is cst.AddAssign:
             if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=node.target))
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+        elif statement is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
             if isinstance(target, cst.Subscript) and _is_lr_slot(target, site, param_group_vars):
                 events.append(Event(SCHEDULER_STEP, node, site, subject=target.value, explicit_position=True))
@@ -93,11 +94,11 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=target))
             elif _is_helper_call(node.value, helper_names) and isinstance(target, cst.Name) and id(node.value) in call_events:
                 call_events[id(node.value)].gate_var = target.value
-        elif isinstance(node, (cst.Break, cst.Return)):
+        elif statement is cst.Break or statement is cst.Return:
             events.append(Event(EARLY_EXIT, node, site))
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        if statement is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
-            if isinstance(target, cst.Attribute) and target.attr.value == "step" and roles.is_(target.value, site.scope, OPTIMIZER):
+            if type(target) is cst.Attribute and target.attr.value == "step" and roles.is_(target.value, site.scope, OPTIMIZER):
                 events.append(Event(STEP_WRAPPER, node, site, subject=target.value, role=roles.of(target.value, site.scope)))
         for sub in walk_expressions(node) if skip_flag_named else ():
             if isinstance(sub, cst.Attribute) and sub.attr.value == "optimizer_step_was_skipped" and roles.is_(sub.value, site.scope, ACCELERATOR):

@@ -46,7 +46,8 @@ def condition_kinds(
     `is_scale_read` tells a loss-scale read (`scaler.get_scale()` or a variable holding one)."""
     kinds = set()
     for sub in walk_expressions(test):
-        if isinstance(sub, cst.Call):
+        node = type(sub)  # (type tests: isinstance of a node class is slow, and these have no subclasses)
+        if node is cst.Call:
             name = last_name(sub.func)
             if name == "was_step_applied" or name == "_found_inf_per_device":
                 kinds.add(COMMIT_GATE)
@@ -56,13 +57,13 @@ def condition_kinds(
                 kinds.add(RANK)
             elif name in _FINITE_CALLS:
                 kinds.update((GUESSED_GATE, FINITENESS))
-        elif isinstance(sub, cst.Comparison):
+        elif node is cst.Comparison:
             operands = [sub.left] + [c.comparator for c in sub.comparisons]
             if any(is_scale_read(o) for o in operands):
                 kinds.add(GUESSED_GATE)
-        elif isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo):
+        elif node is cst.BinaryOperation and type(sub.operator) is cst.Modulo:
             kinds.add(WINDOW_BOUNDARY if divides_by_window(sub) else MODULO)
-        elif isinstance(sub, (cst.Name, cst.Attribute)):
+        elif node is cst.Name or node is cst.Attribute:
             name = last_name(sub) or ""
             if name in _ACCEPTED_COMMIT_ATTRS or _EXACT_FLAG.search(name):
                 kinds.add(COMMIT_GATE)
@@ -70,6 +71,6 @@ def condition_kinds(
                 kinds.add(WINDOW_BOUNDARY)
             elif _RANK_NAME.search(name):
                 kinds.add(RANK)
-            if isinstance(sub, cst.Name):
+            if node is cst.Name:
                 kinds.update(flag_kind(sub))
     return frozenset(kinds)

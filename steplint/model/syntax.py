@@ -9,21 +9,25 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 
+# Type tests, not isinstance, in the readers called most: node classes are ABCs, whose isinstance
+# takes a slow path, and Name and Attribute have no subclasses.
 def dotted(expr: Optional[cst.BaseExpression]) -> Optional[str]:
     """`a.b.c` for a chain of names and attributes, else None."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        base = dotted(expr.value)
-        return f"{base}.{expr.attr.value}" if base else None
+    kind = type(expr)
+    if kind is cst.Name:
+        return expr.value  # type: ignore[union-attr]
+    if kind is cst.Attribute:
+        base = dotted(expr.value)  # type: ignore[union-attr]
+        return f"{base}.{expr.attr.value}" if base else None  # type: ignore[union-attr]
     return None
 
 
 def last_name(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
+    kind = type(expr)
+    if kind is cst.Name:
+        return expr.value  # type: ignore[attr-defined]
+    if kind is cst.Attribute:
+        return expr.attr.value  # type: ignore[attr-defined]
     return None
 
 
