@@ -40,7 +40,7 @@ from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_
 from steplint.model.positions import Positions
 from steplint.model.roles import ENGINE, SCALER, RoleTable
 from steplint.model.structure import EXITS, Guard, Scope, Site, Structure, walk_module
-from steplint.model.syntax import ImportMap, dotted, forget_children, last_name, literal, names_in, walk_expressions
+from steplint.model.syntax import ImportMap, current_children, dotted, forget_children, last_name, literal, names_in, restore_children, walk_expressions
 from steplint.model.groups import resite_group_events
 from steplint.model.overflow import OverflowHandling, overflow_handling
 from steplint.model.precision import deepspeed_fp16_shown
@@ -942,12 +942,24 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     return found
 
 
-def build_model(source: Source, module: cst.Module, settings, project=None) -> ModuleModel:
+# Module -> (module, imports, structure, children cache) of a module built once and kept for a second
+# build: a file the run lints is summarised for the project index first, then linted with what the
+# index tells; its imports and statements are the same both times.
+_WALKED: Dict[int, tuple] = {}
+
+
+def build_model(source: Source, module: cst.Module, settings, project=None, keep_walk: bool = False) -> ModuleModel:
     """The model of a module; `project` (a steplint.project ModuleContext) adds what the rest of the
-    project tells about its calls and parameters."""
-    forget_children()
-    imports = ImportMap(module)
-    structure = walk_module(module)
+    project tells about its calls and parameters. `keep_walk`: keep what does not depend on the
+    project (imports, statements) for the module's next build."""
+    walked = _WALKED.pop(id(module), None)
+    if walked is not None and walked[0] is module:
+        _, imports, structure, cached = walked
+        restore_children(cached)
+    else:
+        forget_children()
+        imports = ImportMap(module)
+        structure = walk_module(module)
     positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
     roles = RoleTable(imports, structure, settings.role_names(), project)
     helpers = _helpers(imports, module)
@@ -970,4 +982,6 @@ def build_model(source: Source, module: cst.Module, settings, project=None) -> M
     model._overflow(overflow)
     model._accelerate(accelerate_windows(model))
     model.in_group_loop = resite_group_events(model)
+    if keep_walk:
+        _WALKED[id(module)] = (module, imports, structure, current_children())
     return model

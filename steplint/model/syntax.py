@@ -104,8 +104,20 @@ def _values(node: cst.CSTNode, names: Tuple[str, ...]) -> List[cst.CSTNode]:
 
 
 def forget_children() -> None:
-    """Drop the previous module's cached children (build_model calls it for each new module)."""
-    _CHILDREN.clear()
+    """Start a new module's cache of children (build_model calls it for each new module). The previous
+    module's is left as it was: a module kept for a second build keeps it (current_children)."""
+    global _CHILDREN
+    _CHILDREN = {}
+
+
+def current_children() -> Dict[cst.CSTNode, Tuple[cst.CSTNode, ...]]:
+    return _CHILDREN
+
+
+def restore_children(cached: Dict[cst.CSTNode, Tuple[cst.CSTNode, ...]]) -> None:
+    """Take back the cache of children a module had (from forget_children) for its second build."""
+    global _CHILDREN
+    _CHILDREN = cached
 
 
 # Whitespace, comments, punctuation and operator tokens: two thirds of a module's nodes, and none is

@@ -236,7 +236,7 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
         from steplint.project.summarize import summarize
 
         module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(text)
-        return summarize(build_model(Source(relative, text), module, settings, roles), relative)
+        return summarize(build_model(Source(relative, text), module, settings, roles, keep_walk=keep_as is not None), relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
         return None  # the file's own lint reports it (SL001); the project just knows less of it
 
