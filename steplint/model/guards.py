@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, FrozenSet
+from functools import lru_cache
+from typing import Callable, FrozenSet, Optional
 
 import libcst as cst
 
@@ -37,6 +38,18 @@ def divides_by_window(modulo: cst.BinaryOperation) -> bool:
     return bool(_ACCUMULATION_NAME.search(text))
 
 
+@lru_cache(maxsize=4096)  # the same few names are read in most conditions of a module
+def _name_kind(name: str) -> Optional[str]:
+    """What a name read in a condition says by itself: a commit flag, a window boundary or a rank."""
+    if name in _ACCEPTED_COMMIT_ATTRS or _EXACT_FLAG.search(name):
+        return COMMIT_GATE
+    if _BOUNDARY_FLAG.search(name):
+        return WINDOW_BOUNDARY
+    if _RANK_NAME.search(name):
+        return RANK
+    return None
+
+
 def condition_kinds(
     test: cst.BaseExpression,
     flag_kind: Callable[[cst.BaseExpression], FrozenSet[str]],
@@ -64,13 +77,9 @@ def condition_kinds(
         elif node is cst.BinaryOperation and type(sub.operator) is cst.Modulo:
             kinds.add(WINDOW_BOUNDARY if divides_by_window(sub) else MODULO)
         elif node is cst.Name or node is cst.Attribute:
-            name = last_name(sub) or ""
-            if name in _ACCEPTED_COMMIT_ATTRS or _EXACT_FLAG.search(name):
-                kinds.add(COMMIT_GATE)
-            elif _BOUNDARY_FLAG.search(name):
-                kinds.add(WINDOW_BOUNDARY)
-            elif _RANK_NAME.search(name):
-                kinds.add(RANK)
+            kind = _name_kind(last_name(sub) or "")
+            if kind is not None:
+                kinds.add(kind)
             if node is cst.Name:
                 kinds.update(flag_kind(sub))
     return frozenset(kinds)
