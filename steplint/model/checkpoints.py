@@ -196,10 +196,10 @@ def restored_from_checkpoint(model: "ModuleModel") -> set:
     """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`."""
     found = set()
     for node, site in model.structure.statements:
-        if not isinstance(node, cst.Assign):
+        if type(node) is not cst.Assign:  # (type tests: isinstance of a node class is slow, and these have no subclasses)
             continue
         reads = any(
-            isinstance(s, cst.Subscript) or (isinstance(s, cst.Call) and isinstance(s.func, cst.Attribute) and s.func.attr.value == "get")
+            type(s) is cst.Subscript or (type(s) is cst.Call and type(s.func) is cst.Attribute and s.func.attr.value == "get")
             for s in walk_expressions(node.value)
         )
         if reads or not found.isdisjoint(model.keys_in(node.value, site.scope)):  # or through a temporary

@@ -88,6 +88,7 @@ class Structure:
     calls: List[Tuple[cst.Call, Site]] = field(default_factory=list)
     for_loops: List[Tuple[cst.For, Site]] = field(default_factory=list)
     while_loops: List[Tuple[cst.While, Site]] = field(default_factory=list)
+    remainders: List[Tuple[cst.BinaryOperation, Site]] = field(default_factory=list)  # every `a % b`, where it is read
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
     holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
     top_of: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(statement or recorded node) -> its top-level statement
@@ -131,8 +132,11 @@ class _Walker:
         holder = self.structure.holder
         for sub in walk_expressions(node):
             holder.setdefault(id(sub), node)
-            if type(sub) is cst.Call:  # (a type test: isinstance of a node class is slow, and Call has no subclasses)
+            kind = type(sub)  # (type tests: isinstance of a node class is slow, and these have no subclasses)
+            if kind is cst.Call:
                 self.structure.calls.append((sub, site))
+            elif kind is cst.BinaryOperation and type(sub.operator) is cst.Modulo:
+                self.structure.remainders.append((sub, site))
         _bind_names(node, scope)
 
     def statement(self, statement, scope, loops, guards, trail) -> None:

@@ -117,12 +117,11 @@ def micro_batch_counters(model: "ModuleModel") -> set:
 
     def compute() -> set:
         found = set()
-        for node, site in model.structure.statements:
-            for sub in walk_expressions(node):
-                if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.Modulo and divides_by_window(sub):  # (type tests: fast)
-                    index = sub.left.left if isinstance(sub.left, cst.BinaryOperation) else sub.left
-                    if isinstance(index, (cst.Name, cst.Attribute)):
-                        found.add(model.roles.key(index, site.scope))
+        for remainder, site in model.structure.remainders:
+            if divides_by_window(remainder):
+                index = remainder.left.left if isinstance(remainder.left, cst.BinaryOperation) else remainder.left
+                if isinstance(index, (cst.Name, cst.Attribute)):
+                    found.add(model.roles.key(index, site.scope))
         found.discard(None)
         return found
 
