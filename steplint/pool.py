@@ -8,6 +8,7 @@ while the others waited) or each file was parsed twice.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import signal
 import threading
@@ -129,6 +130,9 @@ def _serve(connection: Connection) -> None:
             result = (True, function(*call))
         except BaseException as error:  # noqa: BLE001 - raised again in the parent, at this task
             result = (False, error)
+        # What a task leaves (the parses a worker keeps for its lints) holds no reference cycles: out
+        # of the collector's sight, full collections do not rescan it after every task.
+        gc.freeze()
         try:
             connection.send(result)
         except Exception as error:  # an unpicklable result or exception
