@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -142,10 +142,22 @@ def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
 
 def shares_its_pass(model: ModuleModel, update: Event) -> bool:
     """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
-    return any(
-        other is not update and other.strategy == SCALER and model.same_iteration(other.site, update.site)
-        for other in model.of_kind(SKIPPABLE_STEP)
-    )
+    return any(other is not update for other in _scaler_steps_per_pass(model).get(_pass_of(update.site), ()))
+
+
+def _pass_of(site) -> tuple:
+    return id(site.scope), id(site.loop)  # (what ModuleModel.same_iteration compares)
+
+
+def _scaler_steps_per_pass(model: ModuleModel) -> Dict[tuple, List[Event]]:
+    def compute() -> Dict[tuple, List[Event]]:
+        found: Dict[tuple, List[Event]] = {}
+        for step in model.of_kind(SKIPPABLE_STEP):
+            if step.strategy == SCALER:
+                found.setdefault(_pass_of(step.site), []).append(step)
+        return found
+
+    return model.remember(("scaler_steps_per_pass",), compute)
 
 
 def _module_names(model: ModuleModel) -> set:

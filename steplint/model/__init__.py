@@ -416,7 +416,8 @@ class ModuleModel:
         """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
         object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
         loaded = self.remember(("state_loaded",), lambda: state_loaded_keys(self))
-        return key in loaded or any(k.startswith(key + ".") for k in loaded)
+        wrapping = self.remember(("state_loaded_wrappers",), lambda: {k[:i] for k in loaded for i, c in enumerate(k) if c == "."})
+        return key in loaded or key in wrapping
 
     def update_left_to_callers(self, step: Event) -> bool:
         """A helper steps a scaler it is given, and updating it is its callers' business: a caller in
