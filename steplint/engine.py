@@ -35,7 +35,7 @@ _NOQA_CODES = re.compile(r"noqa\s*:\s*sl")
 _COUNTER = re.compile(r"\+=?[\s\\(]*1")
 _SAVE_CALL = re.compile(r"\bsave\s*\(")
 _RANK_WORDS = ("rank", "main_process", "is_master", "is_main", "is_global_zero")
-_DIRECTIVE = re.compile(r"noqa|steplint", re.I)  # what `comments` looks for: noqa and file exemptions
+_OWN_NOQA = re.compile(r"noqa\s*:[^\n]*\bsl\d{3}|steplint\s*:\s*noqa", re.I)  # lists a steplint code, or exempts the file
 MAX_FIX_ROUNDS = 25
 INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
@@ -137,8 +137,9 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
     from steplint.model import build_model
 
     model = build_model(source, module, settings, project)
-    # Tokenizing for comments costs a fifth of the parse: only for files with a directive or a finding.
-    found_comments = comments(source) if _DIRECTIVE.search(source.text) else None
+    # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
+    # a `noqa` that lists a steplint code (it may be unused: SL002), else at the first finding.
+    found_comments = comments(source) if _OWN_NOQA.search(source.text) else None
     if found_comments is not None and found_comments.file_exempt:
         return []
     found: List[Diagnostic] = []
@@ -150,6 +151,8 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
         for finding in rule.check(model):
             if found_comments is None:
                 found_comments = comments(source)
+                if found_comments.file_exempt:
+                    return []
             first, last = model.statement_rows(finding.node)
             if first in reported_rows:
                 continue  # one problem per rule and statement, however many sub-expressions show it
