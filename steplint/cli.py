@@ -18,7 +18,8 @@ from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint import cache
 from steplint.diagnostic import Diagnostic
 from steplint.engine import (
-    INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, internal_error, lint_source, needs_analysis,
+    INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, import_analysis, internal_error, lint_source,
+    needs_analysis,
 )
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.pool import Pool
@@ -190,6 +191,22 @@ def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts: Dict[
                          pool=pool)
 
 
+def _first_large_run(files: Sequence[str], resolver: Resolver, mode: Mode) -> bool:
+    """No cache to answer from (a first run, or --no-cache) and enough text for the pool: its workers
+    then start at once, and import the analysis while this process reads and indexes the files."""
+    if not files or (mode.use_cache and os.path.isdir(cache.cache_dir(resolver.settings_for(files[0])))):
+        return False
+    size = 0
+    for path in files:
+        try:
+            size += os.path.getsize(path)
+        except OSError:
+            pass
+        if size >= _PARALLEL_FROM_BYTES:
+            return True
+    return False
+
+
 def _readable_texts(files: Sequence[str]) -> Dict[str, str]:
     """The text of each file that reads, read once for the run (the others are reported by their check)."""
     texts = {}
@@ -324,6 +341,8 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
         collect_garbage_rarely()
+        if not missing and _first_large_run(files, resolver, mode):
+            pool.start(import_analysis)
         texts = _readable_texts(files) if not missing else {}
         analysed = {p for p, text in texts.items() if needs_analysis(text)}
         from steplint.project.build import MAX_FILE_BYTES

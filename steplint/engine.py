@@ -51,6 +51,17 @@ def collect_garbage_rarely() -> None:
     gc.set_threshold(50_000, 10, 10)
 
 
+def import_analysis() -> None:
+    """Import what analysing a file needs (LibCST, the model, the project summaries, the rules): a
+    worker started ahead of its first file does it while the run prepares that file."""
+    import libcst  # noqa: F401
+
+    from steplint.model import build_model  # noqa: F401
+    from steplint.project import summarize  # noqa: F401
+
+    all_rules()
+
+
 def needs_analysis(text: str) -> bool:
     """The prefilter: whether the text can hold anything a rule reports (or a noqa to check)."""
     lowered = text.lower()

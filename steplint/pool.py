@@ -83,7 +83,13 @@ class Pool:
                     raise value
                 yield value
 
-    def _start(self) -> None:
+    def start(self, prepare: Optional[Callable[[], None]] = None) -> None:
+        """Start the workers now (else at the first map that needs them); each runs `prepare` first
+        (imports), while this process goes on with what precedes its first tasks."""
+        if self.size >= 2:
+            self._start(prepare)
+
+    def _start(self, prepare: Optional[Callable[[], None]] = None) -> None:
         if self._workers:
             return
         # Forked from a process with threads (the server's engine thread), a worker can inherit a
@@ -91,7 +97,7 @@ class Pool:
         context = multiprocessing.get_context() if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")
         for _ in range(self.size):
             ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs,), daemon=True)
+            process = context.Process(target=_serve, args=(theirs, prepare), daemon=True)
             process.start()
             theirs.close()
             self._workers.append((process, ours))
@@ -116,8 +122,10 @@ class Pool:
         self.close()
 
 
-def _serve(connection: Connection) -> None:
+def _serve(connection: Connection, prepare: Optional[Callable[[], None]]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if prepare is not None:
+        prepare()
     while True:
         try:
             task = connection.recv()
