@@ -250,11 +250,18 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool, t
     pending.sort(key=lambda i: -sizes[i])
     owners = [pool.owners.get(jobs[i][0]) for i in pending]
     following = 0
-    for index, report in zip(pending, pool.map(_check_file, [(jobs[i][0], jobs[i][1], mode, jobs[i][2]) for i in pending], owners)):
+    calls = [(jobs[i][0], jobs[i][1], mode, jobs[i][2]) for i in pending]
+    for index, report in zip(pending, pool.map(_check_file, calls, owners, lambda call, why: _lost_report(call[0], texts.get(call[0], ""), why))):
         answered[index] = report
         while following in answered:
             yield answered.pop(following)
             following += 1
+
+
+def _lost_report(path: str, text: str, why: str) -> FileReport:
+    """A file whose analysis ended its worker process twice: SL000, and the rest of the run goes on."""
+    error = RuntimeError(why)
+    return FileReport(path, text, [internal_error(path, error)], internal_traceback=why)
 
 
 def _answered_without_analysis(path: str, settings: Settings, project, text: Optional[str], analysed: bool) -> Optional[FileReport]:

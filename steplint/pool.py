@@ -14,7 +14,7 @@ import signal
 import threading
 from collections import deque
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
 
 # Fewer tasks than this are done in the calling process: starting workers costs more.
 PARALLEL_FROM_TASKS = 16
@@ -29,6 +29,7 @@ class Pool:
         self.owners: Dict[str, int] = {}  # path -> the worker that parsed it (and keeps the parse)
         self._assigned = [0] * size  # characters parsed by each worker so far, to balance owners
         self._workers: List[tuple] = []  # (process, connection)
+        self._prepare: Optional[Callable[[], None]] = None
 
     def owner(self, path: str, cost: int) -> int:
         """The worker that parses `path` (cost: its length) and keeps the parse: the least loaded."""
@@ -38,10 +39,13 @@ class Pool:
             self._assigned[chosen] += cost
         return self.owners[path]
 
-    def map(self, function: Callable, calls: Sequence[tuple], owners: Sequence[Optional[int]]) -> Iterator:
+    def map(self, function: Callable, calls: Sequence[tuple], owners: Sequence[Optional[int]], lost: Callable[[tuple, str], Any]) -> Iterator:
         """`function(*call)` for each call, yielded in order as they finish; `owners[i]`: the worker
         that must run call i (it keeps what the call reuses), or None. A task's exception is raised
-        where its result would be yielded. A pool of one runs them here."""
+        where its result would be yielded. A worker that dies (killed, out of memory, a crash in
+        native code) is started again and its task run once more; a task that ends a worker twice
+        gets `lost(call, why)` as its result: one file's crash never costs the run. A pool of one
+        runs the tasks here."""
         if self.size < 2:
             yield from (function(*call) for call in calls)
             return
@@ -52,6 +56,7 @@ class Pool:
             (owned[owner] if owner is not None else shared).append(index)
         busy: Dict[int, int] = {}  # worker -> the task it runs
         done: Dict[int, tuple] = {}
+        retried: set = set()
         following = 0
 
         def feed(worker: int) -> None:
@@ -71,10 +76,16 @@ class Pool:
                 raise RuntimeError("steplint's worker pool has tasks left but no worker to run them")
             for connection in wait(list(connections)):
                 worker = connections[connection]  # type: ignore[index]
+                index = busy.pop(worker)
                 try:
-                    done[busy.pop(worker)] = connection.recv()  # type: ignore[union-attr]
-                except EOFError:
-                    raise RuntimeError("a steplint worker process ended unexpectedly (out of memory?)") from None
+                    done[index] = connection.recv()  # type: ignore[union-attr]
+                except (EOFError, OSError):
+                    why = self._restart(worker)
+                    if index in retried:
+                        done[index] = (True, lost(calls[index], why))
+                    else:
+                        retried.add(index)
+                        owned[worker].appendleft(index)
                 feed(worker)
             while following in done:
                 succeeded, value = done.pop(following)
@@ -90,17 +101,28 @@ class Pool:
             self._start(prepare)
 
     def _start(self, prepare: Optional[Callable[[], None]] = None) -> None:
-        if self._workers:
-            return
+        if not self._workers:
+            self._prepare = prepare
+            self._workers = [self._worker() for _ in range(self.size)]
+
+    def _worker(self) -> tuple:
         # Forked from a process with threads (the server's engine thread), a worker can inherit a
         # lock held by another thread and wait forever: there, workers start afresh.
         context = multiprocessing.get_context() if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")
-        for _ in range(self.size):
-            ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs, prepare), daemon=True)
-            process.start()
-            theirs.close()
-            self._workers.append((process, ours))
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_serve, args=(theirs, self._prepare), daemon=True)
+        process.start()
+        theirs.close()
+        return process, ours
+
+    def _restart(self, worker: int) -> str:
+        """Start a dead worker again (what it kept is lost: its files are parsed anew); why it died."""
+        process, connection = self._workers[worker]
+        connection.close()
+        process.join(timeout=5)
+        code = process.exitcode
+        self._workers[worker] = self._worker()
+        return f"the process analysing it ended ({f'signal {-code}' if code is not None and code < 0 else f'exit status {code}'})"
 
     def close(self) -> None:
         for process, connection in self._workers:

@@ -47,3 +47,32 @@ def test_two_workers_report_what_one_process_reports(tmp_path):
     codes = sorted({(d["filename"].rsplit("/", 1)[-1], d["code"]) for d in pooled})
     assert ("train_7.py", "SL101") in codes and ("broken.py", "SL001") in codes
     assert len([d for d in pooled if d["code"] == "SL101"]) == 40
+
+
+# -- a worker that dies ---------------------------------------------------------------------------
+
+
+def _square_or_die(number, marker):
+    """Ends its process (as a crash in native code or the out-of-memory killer would) for odd
+    numbers; for 3 only the first time (`marker` tells it was tried)."""
+    import os
+    from pathlib import Path
+
+    if number % 2 and not (number == 3 and Path(marker).exists()):
+        if number == 3:
+            Path(marker).touch()
+        os._exit(1)
+    return number * number
+
+
+def test_a_dead_worker_is_replaced_and_its_task_tried_once_more(tmp_path):
+    from steplint.pool import Pool
+
+    marker = str(tmp_path / "tried")
+    with Pool(2) as pool:
+        calls = [(n, marker) for n in range(8)]
+        results = list(pool.map(_square_or_die, calls, [None] * len(calls), lambda call, why: f"lost {call[0]}: {why}"))
+        assert results[:4] == [0, "lost 1: the process analysing it ended (exit status 1)", 4, 9]
+        assert results[4:] == [16, "lost 5: the process analysing it ended (exit status 1)", 36, "lost 7: the process analysing it ended (exit status 1)"]
+        # still two working processes for what follows
+        assert list(pool.map(_square_or_die, [(2, marker), (4, marker)], [0, 1], lambda call, why: None)) == [4, 16]

@@ -207,7 +207,7 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], po
     calls = [(relative, text, settings, roles, kept.get(relative)) for _, relative, text, roles in missing]
     if pool is not None and (len(calls) >= PARALLEL_FROM_TASKS or any(call[4] in pool.owners for call in calls)):
         owners = [pool.owner(kept[relative], len(text)) if relative in kept else None for _, relative, text, _ in missing]
-        computed = pool.map(summarize_text, calls, owners)
+        computed = pool.map(summarize_text, calls, owners, lambda call, why: None)  # (a module that kills its worker: no summary)
     else:
         computed = (summarize_text(*call) for call in calls)
     for (key, relative, _, _), summary in zip(missing, computed):
