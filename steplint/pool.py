@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import pickle
 import signal
 import threading
 from collections import deque
@@ -78,7 +79,7 @@ class Pool:
                 worker = connections[connection]  # type: ignore[index]
                 index = busy.pop(worker)
                 try:
-                    done[index] = connection.recv()  # type: ignore[union-attr]
+                    result = connection.recv_bytes()  # type: ignore[union-attr]
                 except (EOFError, OSError):
                     why = self._restart(worker)
                     if index in retried:
@@ -86,7 +87,10 @@ class Pool:
                     else:
                         retried.add(index)
                         owned[worker].appendleft(index)
-                feed(worker)
+                    feed(worker)
+                    continue
+                feed(worker)  # (its next task first: the worker computes while this process unpickles)
+                done[index] = pickle.loads(result)
             while following in done:
                 succeeded, value = done.pop(following)
                 following += 1

@@ -195,27 +195,30 @@ def index_modules(
 
 def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], pool: Optional[Pool]) -> Dict[str, ModuleSummary]:
     """Summaries from the cache, the rest computed: in `pool` when there are many or a worker holds
-    the parse of some (a module the run lints in the worker that will lint it), else here."""
-    found: Dict[str, ModuleSummary] = {}
+    the parse of some (a module the run lints in the worker that will lint it), else here. In the
+    order of `jobs` whatever the cache held, so that the index reads them in one order."""
+    cached: Dict[str, ModuleSummary] = {}
     missing = []
     for relative, (text, roles) in jobs.items():
         key = _key(relative, text, roles)
         if store is not None and key in store:
-            found[relative] = store[key]
+            cached[relative] = store[key]
         else:
             missing.append((key, relative, text, roles))
     calls = [(relative, text, settings, roles, kept.get(relative)) for _, relative, text, roles in missing]
     if pool is not None and (len(calls) >= PARALLEL_FROM_TASKS or any(call[4] in pool.owners for call in calls)):
-        owners = [pool.owner(kept[relative], len(text)) if relative in kept else None for _, relative, text, _ in missing]
-        computed = pool.map(summarize_text, calls, owners, lambda call, why: None)  # (a module that kills its worker: no summary)
+        # Biggest first, each parse to the least loaded worker: the workers finish together.
+        order = sorted(range(len(calls)), key=lambda i: -len(calls[i][1]))
+        owners = [pool.owner(calls[i][4], len(calls[i][1])) if calls[i][4] is not None else None for i in order]
+        finished = dict(zip(order, pool.map(summarize_text, [calls[i] for i in order], owners, lambda call, why: None)))
+        computed = [finished[i] for i in range(len(calls))]  # (a module that kills its worker twice: no summary)
     else:
-        computed = (summarize_text(*call) for call in calls)
+        computed = [summarize_text(*call) for call in calls]
     for (key, relative, _, _), summary in zip(missing, computed):
-        if summary is not None:
-            found[relative] = summary
-            if store is not None:
-                store[key] = summary
-    return found
+        if summary is not None and store is not None:
+            store[key] = summary
+    summaries = dict(zip((m[1] for m in missing), computed))
+    return {relative: found for relative in jobs if (found := cached.get(relative) or summaries.get(relative)) is not None}
 
 
 def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
