@@ -82,7 +82,7 @@ def store(directory: str, key: str, diagnostics: List[Diagnostic]) -> None:
         handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(data, out)
+                out.write(json.dumps(data))  # (dumps: json's C encoder; dump writes through the Python one)
             os.replace(temporary, path)
         except BaseException:
             os.unlink(temporary)

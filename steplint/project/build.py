@@ -254,7 +254,7 @@ class SummaryStore:
 
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, "project", "summaries.json")
-        self.data: Dict[str, dict] = {}
+        self.data: Dict[str, object] = {}  # a summary as read (a dict), or as computed (written out on flush)
         self.loaded: Dict[str, ModuleSummary] = {}  # read back already (a server re-indexes often)
         self.used: set = set()  # what this run read or wrote: the rest is stale and dropped on flush
         self.dirty = False
@@ -275,7 +275,7 @@ class SummaryStore:
 
     def __setitem__(self, key: str, summary: ModuleSummary) -> None:
         self.used.add(key)
-        self.data[key] = summary.to_dict()
+        self.data[key] = summary  # (summaries are not changed once made)
         self.loaded[key] = summary
         self.dirty = True
 
@@ -292,7 +292,8 @@ class SummaryStore:
                     handle.write("# Automatically created by steplint.\n*\n")
             temporary = self.path + f".{os.getpid()}.tmp"
             with open(temporary, "w", encoding="utf-8") as handle:
-                json.dump(self.data, handle)
+                # dumps, not dump: only dumps takes json's C encoder; the dataclasses as their fields
+                handle.write(json.dumps(self.data, default=vars))
             os.replace(temporary, self.path)
         except OSError:
             pass  # a read-only tree: the next run summarises again

@@ -13,7 +13,7 @@ content hash and sent to worker processes. A place is written as text:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 SUMMARY_FORMAT = 1  # part of the cache key: change it when the summaries change meaning
@@ -80,9 +80,6 @@ class ModuleSummary:
     functions: Dict[str, FunctionSummary] = field(default_factory=dict)
     attribute_classes: Dict[str, Dict[str, str]] = field(default_factory=dict)  # class -> attr -> its class or the callee that built it
     star_modules: List[str] = field(default_factory=list)  # modules it imports with `*` (a package re-exporting them)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
