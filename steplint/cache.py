@@ -76,10 +76,15 @@ def store(directory: str, key: str, diagnostics: List[Diagnostic]) -> None:
     """Write an entry atomically; a cache that cannot be written is no cache, not an error."""
     data = {"format": _FORMAT, "key": key, "diagnostics": [_plain(d) for d in diagnostics]}
     path = _entry(directory, key)
+    folder = os.path.dirname(path)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        _mark(directory)
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            if folder not in _MADE:  # (made once per process: a run stores thousands of entries)
+                _make(directory, folder)
+            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+        except FileNotFoundError:  # the cache was deleted since (a long-running server)
+            _make(directory, folder)
+            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(json.dumps(data))  # (dumps: json's C encoder; dump writes through the Python one)
@@ -89,6 +94,15 @@ def store(directory: str, key: str, diagnostics: List[Diagnostic]) -> None:
             raise
     except OSError:
         pass
+
+
+_MADE: set = set()  # entry folders this process made or found
+
+
+def _make(directory: str, folder: str) -> None:
+    os.makedirs(folder, exist_ok=True)
+    _mark(directory)
+    _MADE.add(folder)
 
 
 def _entry(directory: str, key: str) -> str:

@@ -1,6 +1,7 @@
 """The content-hash cache: hits give the same diagnostics, any change misses, bad entries are
 rewritten, --no-cache writes nothing, fixing never reads it."""
 
+import shutil
 import json
 import os
 import subprocess
@@ -135,3 +136,15 @@ def test_files_the_prefilter_skips_are_kept_too_whatever_the_project_says(projec
     assert len(entries(project / ".steplint_cache")) == 4  # train.py's new entry only: the others hit
     broken = [d for d in json.loads(second.stdout) if d["filename"].endswith("broken.py")]
     assert broken == [d for d in json.loads(first.stdout) if d["filename"].endswith("broken.py")]
+
+
+def test_a_cache_deleted_while_running_is_made_again(tmp_path):
+    """A server outlives `rm -rf .steplint_cache`: its next entries are written, not lost."""
+    from steplint import cache
+
+    directory = str(tmp_path / "cache")
+    cache.store(directory, "ab" + "0" * 62, [])
+    shutil.rmtree(directory)
+    cache.store(directory, "ab" + "1" * 62, [])
+    assert cache.load(directory, "ab" + "1" * 62) == []
+    assert (tmp_path / "cache" / ".gitignore").exists()
