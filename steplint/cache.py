@@ -17,7 +17,6 @@ import hashlib
 import importlib
 import json
 import os
-import tempfile
 from typing import Iterable, List, Optional
 
 from steplint import __version__
@@ -78,13 +77,17 @@ def store(directory: str, key: str, diagnostics: List[Diagnostic]) -> None:
     path = _entry(directory, key)
     folder = os.path.dirname(path)
     try:
+        # One temporary name per entry and process, opened exclusively (tempfile's random names cost
+        # more than the write): another process writing the same entry has its own; a second writer
+        # in this process fails to open it, and that write is skipped.
+        temporary = os.path.join(folder, f".tmp-{os.getpid()}-{key}")
         try:
             if folder not in _MADE:  # (made once per process: a run stores thousands of entries)
                 _make(directory, folder)
-            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:  # the cache was deleted since (a long-running server)
             _make(directory, folder)
-            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(json.dumps(data))  # (dumps: json's C encoder; dump writes through the Python one)
