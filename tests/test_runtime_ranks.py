@@ -41,6 +41,9 @@ def _ranked_run(rank, loop_paths, out_dir):
             getattr(module, function)(model, optimizer, scheduler, batches, *extra)
         results[label, function] = (used, [p.detach().clone() for p in model.parameters()])
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
+    # Both ranks done before either tears the group down: a rank whose peer closed the connection
+    # while gloo still talked to it can abort at exit ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 
