@@ -58,7 +58,7 @@ from steplint.model.guesses import COMMITTED, guess_sense, guesses, scale_compar
 from steplint.model.roles import SCALER
 from steplint.model.structure import EXITS
 from steplint.model.syntax import walk_expressions
-from steplint.rewrite import committed_update_edits, gate_condition, holds_comment, shares_its_pass
+from steplint.rewrite import committed_update_edits, gate_condition, holds_comment
 from steplint.rule import Finding, rule
 
 
@@ -115,7 +115,7 @@ def _fix(model, guess, negation, container, gated):
         return None  # (one guess gating the schedules of two optimizers cannot become one flag)
     if not model.runs_only_with(model.site_of_expression(guess), update.site):
         return None  # `if use_amp: scaler.step(opt) else: opt.step()`, the guess after both: no flag on the other path
-    if shares_its_pass(model, update) and not _only_paired_schedulers(model, guess, container, gated):
+    if model.shares_its_pass(update) and not _only_paired_schedulers(model, guess, container, gated):
         return None
     edits = committed_update_edits(model, update, condition, model.settings.fix_gate)
     if edits is None:

@@ -90,7 +90,12 @@ def checked_text(path: str, text: str, settings: Settings, mode: Mode, project=N
     try:
         return check_text(path, text, settings, mode, project)
     except Exception as error:  # a bug in steplint costs this file's results, never the run's
-        return FileReport(path, text, [internal_error(path, error)], internal_traceback=_short_traceback(error))
+        return _internal_error_report(path, text, error, _short_traceback(error))
+
+
+def _internal_error_report(path: str, text: str, error: BaseException, traceback_text: str) -> FileReport:
+    """SL000 for the file, its text unchanged."""
+    return FileReport(path, text, [internal_error(path, error)], internal_traceback=traceback_text)
 
 
 def _short_traceback(error: BaseException) -> str:
@@ -251,17 +256,13 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool, t
     owners = [pool.owners.get(jobs[i][0]) for i in pending]
     following = 0
     calls = [(jobs[i][0], jobs[i][1], mode, jobs[i][2]) for i in pending]
-    for index, report in zip(pending, pool.map(_check_file, calls, owners, lambda call, why: _lost_report(call[0], texts.get(call[0], ""), why))):
+    # A file whose analysis ends its worker twice: SL000, and the rest of the run goes on.
+    lost = lambda call, why: _internal_error_report(call[0], texts.get(call[0], ""), RuntimeError(why), why)  # noqa: E731
+    for index, report in zip(pending, pool.map(_check_file, calls, owners, lost)):
         answered[index] = report
         while following in answered:
             yield answered.pop(following)
             following += 1
-
-
-def _lost_report(path: str, text: str, why: str) -> FileReport:
-    """A file whose analysis ended its worker process twice: SL000, and the rest of the run goes on."""
-    error = RuntimeError(why)
-    return FileReport(path, text, [internal_error(path, error)], internal_traceback=why)
 
 
 def _answered_without_analysis(path: str, settings: Settings, project, text: Optional[str], analysed: bool) -> Optional[FileReport]:
@@ -289,13 +290,14 @@ def run() -> None:
     """The `steplint` command: `main`, then an exit without the interpreter's teardown once the
     output is flushed. A run over a tree leaves ~10^6 small objects (parse trees kept for the lint,
     summaries); freeing them one by one at shutdown took seconds and changes nothing."""
+    code = 0
     try:
         main()
-        code = 0
     except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
-        if not isinstance(exit_.code, (int, type(None))):
-            print(exit_.code, file=sys.stderr)
+        code = exit_.code or 0
+        if not isinstance(code, int):  # sys.exit("message"), as Python would
+            print(code, file=sys.stderr)
+            code = 1
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -22,8 +22,9 @@ PARALLEL_FROM_TASKS = 16
 
 
 class Pool:
-    """`size` worker processes, started on first use (a pool of one is this process). `owner(path)` names the worker that keeps a
-    file's parse; `map` runs each task in its owner when it has one, else in the first free worker."""
+    """`size` worker processes, started on first use (a pool of one is this process). `owner(path)`
+    names the worker that keeps a file's parse; `map` runs each task in its owner when it has one,
+    else in the first free worker."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -50,7 +51,7 @@ class Pool:
         if self.size < 2:
             yield from (function(*call) for call in calls)
             return
-        self._start()
+        self.start()
         owned: Dict[int, Deque[int]] = {w: deque() for w in range(self.size)}
         shared: Deque[int] = deque()
         for index, owner in enumerate(owners):
@@ -99,13 +100,9 @@ class Pool:
                 yield value
 
     def start(self, prepare: Optional[Callable[[], None]] = None) -> None:
-        """Start the workers now (else at the first map that needs them); each runs `prepare` first
-        (imports), while this process goes on with what precedes its first tasks."""
-        if self.size >= 2:
-            self._start(prepare)
-
-    def _start(self, prepare: Optional[Callable[[], None]] = None) -> None:
-        if not self._workers:
+        """Start the workers now (else at the first map); each runs `prepare` first (imports), while
+        this process goes on with what precedes their first tasks."""
+        if self.size >= 2 and not self._workers:
             self._prepare = prepare
             self._workers = [self._worker() for _ in range(self.size)]
 

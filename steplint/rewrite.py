@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from functools import lru_cache
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -104,7 +104,7 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
         names = _COMMITTED_NAMES
-        if shares_its_pass(model, update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
+        if model.shares_its_pass(update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
             optimizer = (dotted(update.optimizer) or "").replace(".", "_").lstrip("_")
             names = (f"{optimizer}_committed",) if optimizer.isidentifier() else ()
         return next((n for n in names if n not in taken), None)
@@ -138,26 +138,6 @@ def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
     if any(isinstance(node, (cst.Return, cst.Yield)) for node in walk_expressions(helper.node.body)):
         return None
     return steps[0]
-
-
-def shares_its_pass(model: ModuleModel, update: Event) -> bool:
-    """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
-    return any(other is not update for other in _scaler_steps_per_pass(model).get(_pass_of(update.site), ()))
-
-
-def _pass_of(site) -> tuple:
-    return id(site.scope), id(site.loop)  # (what ModuleModel.same_iteration compares)
-
-
-def _scaler_steps_per_pass(model: ModuleModel) -> Dict[tuple, List[Event]]:
-    def compute() -> Dict[tuple, List[Event]]:
-        found: Dict[tuple, List[Event]] = {}
-        for step in model.of_kind(SKIPPABLE_STEP):
-            if step.strategy == SCALER:
-                found.setdefault(_pass_of(step.site), []).append(step)
-        return found
-
-    return model.remember(("scaler_steps_per_pass",), compute)
 
 
 def _module_names(model: ModuleModel) -> set:

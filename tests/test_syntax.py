@@ -60,3 +60,17 @@ def test_children_match_libcst(path):
 
 def test_children_match_libcst_on_every_statement_form():
     assert _assert_same(cst.parse_module(SYNTAX)) > 100
+
+
+def test_node_classes_tested_by_type_have_no_subclasses():
+    """The model tests some node classes with `type(x) is cst.X` (isinstance of an ABC is slow): that
+    is an isinstance only while cst.X has no subclasses, in this LibCST and the next."""
+    import re
+
+    from steplint.model.syntax import _SCOPE_KINDS
+
+    source = "\n".join(p.read_text() for p in (Path(__file__).parent.parent / "steplint").rglob("*.py"))
+    tested = set(re.findall(r"(?:type\([\w.]+\) is (?:not )?|(?:statement|node|kind) is )cst\.(\w+)", source))
+    classes = {getattr(cst, name) for name in tested} | set(_SCOPE_KINDS)
+    assert len(classes) > 10
+    assert {c.__name__: c.__subclasses__() for c in classes if c.__subclasses__()} == {}

@@ -104,6 +104,10 @@ class ModuleModel:
     def _same_iteration_events(self, site: Site, kinds: Tuple[str, ...]) -> List[Event]:
         return [e for e in self._iterations.get((id(site.scope), id(site.loop)), ()) if e.kind in kinds]
 
+    def shares_its_pass(self, update: Event) -> bool:
+        """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
+        return any(other is not update and other.strategy == SCALER for other in self._same_iteration_events(update.site, (SKIPPABLE_STEP,)))
+
     def statements_of(self, scope: Scope) -> List[tuple]:
         """(node, site) of the statements of one scope, in program order."""
         def compute():

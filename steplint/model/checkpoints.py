@@ -196,7 +196,7 @@ def restored_from_checkpoint(model: "ModuleModel") -> set:
     """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`."""
     found = set()
     for node, site in model.structure.statements:
-        if type(node) is not cst.Assign:  # (type tests: isinstance of a node class is slow, and these have no subclasses)
+        if type(node) is not cst.Assign:  # (type tests: see steplint.model.syntax.dotted)
             continue
         reads = any(
             type(s) is cst.Subscript or (type(s) is cst.Call and type(s.func) is cst.Attribute and s.func.attr.value == "get")

@@ -82,7 +82,7 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
             events.append(event)
     call_events = {id(e.node): e for e in events}
     for node, site in structure.statements:
-        statement = type(node)  # (type tests: isinstance of a node class is slow, and these have no subclasses)
+        statement = type(node)  # (type tests: see steplint.model.syntax.dotted)
         if statement is cst.AugAssign and type(node.operator) is cst.AddAssign:
             if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=node.target))

@@ -59,7 +59,7 @@ def condition_kinds(
     `is_scale_read` tells a loss-scale read (`scaler.get_scale()` or a variable holding one)."""
     kinds = set()
     for sub in walk_expressions(test):
-        node = type(sub)  # (type tests: isinstance of a node class is slow, and these have no subclasses)
+        node = type(sub)  # (type tests: see steplint.model.syntax.dotted)
         if node is cst.Call:
             name = last_name(sub.func)
             if name == "was_step_applied" or name == "_found_inf_per_device":

@@ -132,7 +132,7 @@ class _Walker:
         holder = self.structure.holder
         for sub in walk_expressions(node):
             holder.setdefault(id(sub), node)
-            kind = type(sub)  # (type tests: isinstance of a node class is slow, and these have no subclasses)
+            kind = type(sub)  # (type tests: see steplint.model.syntax.dotted)
             if kind is cst.Call:
                 self.structure.calls.append((sub, site))
             elif kind is cst.BinaryOperation and type(sub.operator) is cst.Modulo:

@@ -9,8 +9,8 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 
-# Type tests, not isinstance, in the readers called most: node classes are ABCs, whose isinstance
-# takes a slow path, and Name and Attribute have no subclasses.
+# The model's hottest code tests some node classes by `type(x) is`, not isinstance: node classes are
+# ABCs, whose isinstance takes a slow path, and those have no subclasses (tests/test_syntax.py checks).
 def dotted(expr: Optional[cst.BaseExpression]) -> Optional[str]:
     """`a.b.c` for a chain of names and attributes, else None."""
     kind = type(expr)
@@ -158,7 +158,7 @@ def _only_tokens(annotation) -> bool:
     return bool(nodes) and all(k in _TOKENS for k in nodes)
 
 
-_SCOPE_KINDS = frozenset([cst.FunctionDef, cst.ClassDef])  # (no subclasses: a type test is an isinstance here)
+_SCOPE_KINDS = frozenset([cst.FunctionDef, cst.ClassDef])  # (a type test: see dotted)
 
 
 def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -205,30 +205,31 @@ def dotted_names(paths) -> Dict[str, str]:
     return found
 
 
+def import_root(importer: str, qualified: str) -> Tuple[str, List[str], bool]:
+    """(the folder a name imported by `importer` is looked up from, the name's parts, whether the
+    import is relative): `..utils.f` from `pkg/sub/train.py` is looked up from `pkg`."""
+    dots = len(qualified) - len(qualified.lstrip("."))
+    root = posixpath.dirname(importer)  # a script's own folder is first on sys.path; `.` is its package
+    for _ in range(max(dots - 1, 0)):
+        root = posixpath.dirname(root)
+    return root, [p for p in qualified[dots:].split(".") if p], bool(dots)
+
+
 def modules_for(modules, dotted: Dict[str, str], importer: str, qualified: str) -> List[Tuple[str, str]]:
     """(module path, attribute path left) for a qualified name imported by `importer`, nearest first,
     among `modules` (paths) and `dotted` (dotted name -> path, from dotted_names)."""
     found = []
-    dots = len(qualified) - len(qualified.lstrip("."))
-    parts = [p for p in qualified[dots:].split(".") if p]
-    if dots:
-        base = posixpath.dirname(importer)
-        for _ in range(dots - 1):
-            base = posixpath.dirname(base)
-        roots = [base]
-    else:
-        roots = [posixpath.dirname(importer)]  # a script's own folder is first on sys.path
+    root, parts, relative = import_root(importer, qualified)
     for cut in range(len(parts), 0, -1):
         module, attribute = parts[:cut], ".".join(parts[cut:])
-        for root in roots:
-            stem = f"{root}/{'/'.join(module)}" if root else "/".join(module)
-            for candidate in (stem + ".py", stem + "/__init__.py"):
-                if candidate in modules:
-                    found.append((candidate, attribute))
-        if not dots and ".".join(module) in dotted:
+        stem = f"{root}/{'/'.join(module)}" if root else "/".join(module)
+        for candidate in (stem + ".py", stem + "/__init__.py"):
+            if candidate in modules:
+                found.append((candidate, attribute))
+        if not relative and ".".join(module) in dotted:
             found.append((dotted[".".join(module)], attribute))
-    if dots and not parts:
-        init = posixpath.join(roots[0], "__init__.py") if roots[0] else "__init__.py"
+    if relative and not parts:
+        init = f"{root}/__init__.py" if root else "__init__.py"
         if init in modules:
             found.append((init, ""))
     return found

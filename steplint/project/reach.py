@@ -21,7 +21,7 @@ import posixpath
 import re
 from typing import Dict, Iterable, Iterator, List, Set
 
-from steplint.project.index import dotted_names, modules_for
+from steplint.project.index import dotted_names, import_root, modules_for
 
 _CONTINUED = r"[^\n;\\]*(?:\\\r?\n[^\n;\\]*)*"  # the rest of a logical line, backslash continuations included
 # (Led by a literal, not by `\b`, these search 20x faster; the word boundary before is checked after.)
@@ -98,14 +98,10 @@ def _names(listed: str) -> Iterator[str]:
 def _candidates(paths: List[str], known: Set[str], dotted: Dict[str, str], names: List[str], importer: str, qualified: str) -> Iterator[str]:
     """The modules a call through `qualified`, or through any attribute path below it, can resolve into."""
     yield from (target for target, _ in modules_for(known, dotted, importer, qualified))
-    dots = len(qualified) - len(qualified.lstrip("."))
-    parts = [p for p in qualified[dots:].split(".") if p]
-    root = posixpath.dirname(importer)
-    for _ in range(max(dots - 1, 0)):
-        root = posixpath.dirname(root)
+    root, parts, relative = import_root(importer, qualified)
     stem = "/".join([root, *parts] if root else parts)
     yield from _starting_with(paths, stem + "/" if stem else "")
-    if not dots and parts:
+    if not relative and parts:
         yield from (dotted[name] for name in _starting_with(names, ".".join(parts) + "."))
 
 
