@@ -41,6 +41,7 @@ from steplint.model.positions import Positions
 from steplint.model.roles import ENGINE, SCALER, RoleTable
 from steplint.model.structure import EXITS, Guard, Scope, Site, Structure, walk_module
 from steplint.model.syntax import ImportMap, current_children, dotted, forget_children, last_name, literal, names_in, restore_children, walk_expressions
+from steplint.model.calls import call_events
 from steplint.model.groups import resite_group_events
 from steplint.model.overflow import OverflowHandling, overflow_handling
 from steplint.model.precision import deepspeed_fp16_shown
@@ -971,8 +972,6 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
     if project is not None:
-        from steplint.project.events import call_events  # the project package builds on the model
-
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
     engines = [e for e in model.events if e.strategy == "deepspeed"]
     if engines and not deepspeed_fp16_shown(module, source.text, structure.statements):

@@ -27,9 +27,7 @@ class Checkpoint:
 
 def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
     if save.via is not None:
-        from steplint.project.checkpoints import saved_through  # a saver elsewhere in the project
-
-        found = saved_through(model, save, stored_contents)
+        found = _saved_through(model, save)
     elif not isinstance(save.node, cst.Call) or model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
         return None
     else:
@@ -61,6 +59,30 @@ def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpressio
     if isinstance(stored, cst.Call):
         return _from_state_dict_method(model, save, stored)
     return None
+
+
+def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
+    """A save through a function of the project, in the caller's words: `save_checkpoint(path, model,
+    optimizer)` whose summary stores its `optimizer` parameter under "optimizer"; `save_on_master(checkpoint,
+    path)` that saves what the caller built (read in the caller); `save(path, scaler=scaler.state_dict())`
+    that saves its keyword arguments."""
+    context, effect = model.roles.project, save.via
+    callee = context.callee(save.node, save.site.scope)
+    if effect.stored == "kwargs":
+        return Checkpoint(save, {a.keyword.value: a.value for a in save.node.args if a.keyword is not None})
+    if effect.stored:
+        stored = context.argument(callee, effect.stored, save.node, save.site.scope)
+        return stored_contents(model, save, stored) if stored is not None else None
+    if not effect.contents:
+        return None
+    entries = {}
+    for key, (place, _) in effect.contents.items():
+        value = context.argument(callee, place, save.node, save.site.scope) if place else None
+        entries[key] = value if value is not None else _UNKNOWN
+    return Checkpoint(save, entries)
+
+
+_UNKNOWN = cst.Name("None")  # an entry of a save through a project function whose value the caller cannot name
 
 
 def _entries(node: cst.Dict) -> Optional[Dict[str, cst.BaseExpression]]:
