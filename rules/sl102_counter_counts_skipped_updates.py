@@ -67,7 +67,7 @@ def check(model):
             skipped = skipped_by_the_code(model, increment)
             feeds = model.counter_feeds(increment) if skipped is not None else set()
             if feeds:
-                name, check = model.text(increment.subject), model.text(skipped[1].test)
+                name, check = model.text.of(increment.subject), model.text.of(skipped[1].test)
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
         feeds = model.counter_feeds(increment) if update is not None else set()
@@ -75,7 +75,7 @@ def check(model):
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
         if not feeds or model.gated(increment.site, update):
             continue
-        name = model.text(increment.subject)
+        name = model.text.of(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
         fix = None
         through = model.readers_right_after(increment)

@@ -50,7 +50,7 @@ def check(model):
         update = model.update_outside_window(event)
         if update is None or model.gated(event.site, update):
             continue
-        name = model.text(event.subject)
+        name = model.text.of(event.subject)
         if event.kind == SCHEDULER_STEP:
             if not model.per_update_scheduler(event):
                 continue
@@ -61,5 +61,5 @@ def check(model):
                 continue
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
         boundary = model.window(update.site)
-        message = f"`{name}` advances every batch, but the optimizer updates once per window (`{model.text(boundary.test)}`)"
+        message = f"`{name}` advances every batch, but the optimizer updates once per window (`{model.text.of(boundary.test)}`)"
         yield Finding(event.node, message, move_into_window(model, event, boundary, f"Move `{name}` into the window block", applicability))

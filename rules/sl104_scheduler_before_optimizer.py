@@ -56,8 +56,8 @@ def check(model):
         if not updates or any(u.order < step.order for u in updates):
             continue
         update = updates[0]
-        name = model.text(step.subject)
-        message = f"`{name}` advances before `{model.text(update.node)}`: the schedule's first value is skipped and every LR comes one update early"
+        name = model.text.of(step.subject)
+        message = f"`{name}` advances before `{model.text.of(update.node)}`: the schedule's first value is skipped and every LR comes one update early"
         yield Finding(step.node, message, _after_update(model, step, update, name))
 
 
@@ -78,5 +78,5 @@ def _after_update(model, step, update, name):
     offset = after_statement(model, holder) if holder is not None and statement is not None else None
     if offset is None:
         return None
-    indent = model.source.indentation(model.rows(statement)[0])
+    indent = model.source.indentation(model.text.rows(statement)[0])
     return Fix(f"Move `{name}` after the update", SAFE, tuple(move_to(model, statement, offset, indent)))

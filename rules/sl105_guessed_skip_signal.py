@@ -87,10 +87,10 @@ def _message(model, guess, update, guard, scope):
     if isinstance(guess, cst.Call):
         return "Loss finiteness is not the commit signal: gradients can overflow while the loss is finite, and the skipped update still counts"
     if scale_comparison(model, guess, scope) is cst.LessThan and not guard.negated:  # (the strict test runs the schedule)
-        return f"`{model.text(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
+        return f"`{model.text.of(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
     if _read_before_update(model, guess, update):
-        return f"`{model.text(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
-    return f"`{model.text(guess)}` guesses the commit from the loss scale: wrong when optimizers share the scaler, after underflow and after `update(new_scale=...)`"
+        return f"`{model.text.of(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
+    return f"`{model.text.of(guess)}` guesses the commit from the loss scale: wrong when optimizers share the scaler, after underflow and after `update(new_scale=...)`"
 
 
 def _read_before_update(model, guess, update):
@@ -126,8 +126,8 @@ def _fix(model, guess, negation, container, gated):
         replaced, text = negation, condition  # `not isnan(loss)` reads `committed`
     else:
         replaced, text = guess, f"not {condition}" if guess is container else f"(not {condition})"
-    start, end = model.span(replaced)
-    return Fix(f"Use the exact commit signal `{condition}`", SAFE, tuple(edits) + (Edit(start, end, text),), group=f"gate@{model.span(update.node)[0]}")
+    start, end = model.text.span(replaced)
+    return Fix(f"Use the exact commit signal `{condition}`", SAFE, tuple(edits) + (Edit(start, end, text),), group=f"gate@{model.text.span(update.node)[0]}")
 
 
 def _only_paired_schedulers(model, guess, container, gated):

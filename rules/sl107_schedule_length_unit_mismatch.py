@@ -56,13 +56,13 @@ def check(model):
         if length is None or id(length.constructor) in reported:
             continue
         reported.add(id(length.constructor))
-        accum = model.text(boundary.length)
-        loader_length = model.text(length.loader_length)
-        argument = model.text(length.argument)
+        accum = model.text.of(boundary.length)
+        loader_length = model.text.of(length.loader_length)
+        argument = model.text.of(length.argument)
         counted = "" if loader_length in argument else f" (from `{loader_length}`)"
         message = (
-            f"`{model.text(event.subject)}`'s length `{argument}` counts batches{counted}, but it steps once per window "
-            f"(`{model.text(boundary.guard.test)}`): the schedule runs `{accum}` times too slowly and stops short of its end"
+            f"`{model.text.of(event.subject)}`'s length `{argument}` counts batches{counted}, but it steps once per window "
+            f"(`{model.text.of(boundary.guard.test)}`): the schedule runs `{accum}` times too slowly and stops short of its end"
         )
         yield Finding(length.argument, message, _rescale(model, known, length, boundary, loader_length, accum))
 
@@ -73,5 +73,5 @@ def _rescale(model, known, length, boundary, loader_length, accum):
     order = model.order_of_expression(length.loader_length)
     if not exact or order is None or not visible_before(known, boundary.length, length.site.scope, order):
         return None
-    start, end = model.span(length.loader_length)
+    start, end = model.text.span(length.loader_length)
     return Fix(f"Count windows: `({loader_length} // {accum})`", UNSAFE, (Edit(start, end, f"({loader_length} // {accum})"),))

@@ -53,6 +53,6 @@ def check(model):
         if update is None or model.gated(event.site) or model.window(event.site) is not None:
             continue
         boundary = model.window(update.site)
-        name = model.text(event.node.func)
-        message = f"`{name}` runs every batch, but the optimizer updates once per window (`{model.text(boundary.test)}`): the average counts micro-batches"
+        name = model.text.of(event.node.func)
+        message = f"`{name}` runs every batch, but the optimizer updates once per window (`{model.text.of(boundary.test)}`): the average counts micro-batches"
         yield Finding(event.node, message, move_into_window(model, event, boundary, f"Move `{name}(...)` into the window block", SAFE))

@@ -56,7 +56,7 @@ def check(model):
         of_this_scaler = updates.get(model.object_key(step), [])
         if any(model.covers(u.site, step.site) for u in of_this_scaler):
             continue
-        scaler = model.text(step.subject)
+        scaler = model.text.of(step.subject)
         fix = None
         if not of_this_scaler:
             # (after the last step of the pass: not inside `for opt in optimizers:`, once per optimizer)
@@ -64,7 +64,7 @@ def check(model):
             fix = Fix(f"Insert `{scaler}.update()` after the step", SAFE, (edit,)) if edit else None
             message = f"`{scaler}.update()` is never called: the loss scale never backs off, and updates keep being skipped"
         elif any(model.same_iteration(u.site, step.site) and u.order > step.order for u in of_this_scaler):
-            message = f"`{scaler}.update()` does not run on every path after `{model.text(step.node)}`"
+            message = f"`{scaler}.update()` does not run on every path after `{model.text.of(step.node)}`"
         else:
             continue  # the update is elsewhere (another method): we cannot tell the order
         yield Finding(step.node, message, fix)
@@ -99,5 +99,5 @@ def _unscale_then_skip(model, updates):
         skips = [g for g in later[0].site.guards if id(g.test) not in own]
         if any(model.guard_kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
             continue  # a window (SL205) or a commit gate decides, not a skip of this path
-        scaler = model.text(unscale.subject)
-        yield Finding(unscale.node, f"A path after `{model.text(unscale.node)}` skips both `{scaler}.step` and `{scaler}.update()` (`{model.text(skips[0].test)}`): the next `unscale_` raises, and the scale is never lowered")
+        scaler = model.text.of(unscale.subject)
+        yield Finding(unscale.node, f"A path after `{model.text.of(unscale.node)}` skips both `{scaler}.step` and `{scaler}.update()` (`{model.text.of(skips[0].test)}`): the next `unscale_` raises, and the scale is never lowered")

@@ -65,8 +65,8 @@ def check(model):
             continue
         step = steps[0]
         boundary = model.window(step.site)
-        scaler = model.text(unscale.subject)
-        message = f"`{model.text(unscale.node)}` runs every micro-batch, but `{scaler}.step` once per window (`{model.text(boundary.test)}`): the second call raises, or unscales the gradients again"
+        scaler = model.text.of(unscale.subject)
+        message = f"`{model.text.of(unscale.node)}` runs every micro-batch, but `{scaler}.step` once per window (`{model.text.of(boundary.test)}`): the second call raises, or unscales the gradients again"
         yield Finding(unscale.node, message, _move_fix(model, unscale, step))
 
 
@@ -91,7 +91,7 @@ def _move_fix(model, unscale, step):
         moved.append(candidate)
     if len(moved) - 1 != len(clips) or any(_result_read_outside(model, s, step) for s in moved):
         return None
-    title = f"Move `{model.text(unscale.node)}`" + (" and the clipping" if clips else "") + " into the window block"
+    title = f"Move `{model.text.of(unscale.node)}`" + (" and the clipping" if clips else "") + " into the window block"
     return Fix(title, SAFE, tuple(move_before(model, moved, anchor)))
 
 

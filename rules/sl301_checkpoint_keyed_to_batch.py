@@ -56,7 +56,7 @@ def check(model):
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
         if not mentions or model.stores_data_position(save.node):
             continue
-        name = model.text(mentions[0])
+        name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"
         message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"
         yield Finding(mentions[0], message, _use_counter(model, save, update, mentions))
@@ -79,5 +79,5 @@ def _use_counter(model, save, update, mentions):
     if len(counters) != 1 or not model.same_window(update.site, save.site):
         return None
     text = counters[0].split(":", 1)[1]
-    edits = tuple(Edit(*model.span(n), text) for n in mentions)
+    edits = tuple(Edit(*model.text.span(n), text) for n in mentions)
     return Fix(f"Key the checkpoint to `{text}`", UNSAFE, edits)

@@ -73,8 +73,8 @@ def _restore(model, load, missing, saved):
     argument = load.node.args[0].value
     if not (isinstance(argument, cst.Subscript) and isinstance(argument.value, (cst.Name, cst.Attribute))):
         return None
-    source = model.text(argument.value)
-    indent = model.source.indentation(model.rows(load.site.statement)[0])
+    source = model.text.of(argument.value)
+    indent = model.source.indentation(model.text.rows(load.site.statement)[0])
     unit = model.module.default_indent
     lines = []
     for kind, key in missing:

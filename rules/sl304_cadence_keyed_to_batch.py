@@ -64,7 +64,7 @@ def check(model):
                 continue
             scope = event.site.scope
             reads = cadence_reads(model, guard.test, scope)  # through `should_eval = step % n == 0`
-            test = f"`{model.text(guard.test)}`" + "".join(f" (`{model.text(r)}`)" for r in reads[1:])
+            test = f"`{model.text.of(guard.test)}`" + "".join(f" (`{model.text.of(r)}`)" for r in reads[1:])
             if event.kind != LOG and any(model.mentions(r, scope, k) for r in reads for k in batches):
                 # (logging every N micro-batches is a choice of granularity, not a wrong unit)
                 message = f"{test} counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window"

@@ -55,7 +55,7 @@ def check(model):
             if id(guard.test) in reported or _reduced(model, guard, step):
                 continue
             reported.add(id(guard.test))
-            message = f"`{model.text(guard.test)}` is decided by each rank from its own values: ranks that disagree skip different steps (or hang in the all-reduce); all-reduce the flag with MIN first"
+            message = f"`{model.text.of(guard.test)}` is decided by each rank from its own values: ranks that disagree skip different steps (or hang in the all-reduce); all-reduce the flag with MIN first"
             yield Finding(guard.test, message)
 
 

@@ -40,6 +40,7 @@ from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_
 from steplint.model.positions import Positions
 from steplint.model.roles import ENGINE, SCALER, RoleTable
 from steplint.model.structure import EXITS, Guard, Scope, Site, Structure, walk_module
+from steplint.model.text import Text
 from steplint.model.syntax import ImportMap, current_children, dotted, forget_children, last_name, literal, names_in, restore_children, walk_expressions
 from steplint.model.calls import call_events
 from steplint.model.groups import resite_group_events
@@ -81,6 +82,9 @@ class ModuleModel:
     _assigned: Dict[int, Dict[str, List[int]]] = field(default_factory=dict)
     # Facts computed once per module and read many times (DESIGN.md: no fact recomputed per event).
     _memo: Dict[tuple, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.text = Text(self.source, self.positions, self.structure)
 
     def remember(self, key: tuple, compute):
         """The memoized value of a fact, computed on first use."""
@@ -275,7 +279,7 @@ class ModuleModel:
         """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
         if not self.remember(("intent comments",), lambda: "steplint:" in self.source.text):  # none: no need to place the call
             return self.settings.schedule_basis
-        first, last = self.rows(event.site.statement)
+        first, last = self.text.rows(event.site.statement)
         return intent_basis(self.source, range(first, last + 1)) or self.settings.schedule_basis
 
     def per_update_scheduler(self, event: Event) -> bool:
@@ -731,34 +735,6 @@ class ModuleModel:
         for loop, site in self.structure.while_loops:
             feeds("stop", self.keys_in(loop.test, site.scope))
         return fed
-
-    # -- positions -------------------------------------------------------------------------------
-
-    def span(self, node: cst.CSTNode) -> tuple:
-        """(start offset, end offset) of a node."""
-        where = self.positions[node]
-        return self.source.offset(where.start.line, where.start.column), self.source.offset(where.end.line, where.end.column)
-
-    def rows(self, node: cst.CSTNode) -> tuple:
-        where = self.positions[node]
-        return where.start.line, where.end.line
-
-    def statement_rows(self, node: cst.CSTNode) -> tuple:
-        """First and last rows of the statement (or condition) that holds a node."""
-        holder = self.structure.holder.get(id(node))
-        if holder is not None:
-            return self.rows(holder)
-        start, end = self.span(node)
-        best = None
-        for small, _ in self.structure.statements:
-            s, e = self.span(small)
-            if s <= start and end <= e and (best is None or e - s < best[1] - best[0]):
-                best = (s, e, small)
-        return self.rows(best[2]) if best else self.rows(node)
-
-    def text(self, node: cst.CSTNode) -> str:
-        start, end = self.span(node)
-        return self.source.text[start:end]
 
     # -- building --------------------------------------------------------------------------------
 
