@@ -63,7 +63,7 @@ def check(model):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
         update = model.attempt_for(increment, before_only=False)
-        if update is None and not model.gated(increment.site):
+        if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
             feeds = model.counter_feeds(increment) if skipped is not None else set()
             if feeds:
@@ -73,7 +73,7 @@ def check(model):
         feeds = model.counter_feeds(increment) if update is not None else set()
         if update is not None and (model.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer"):
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
-        if not feeds or model.gated(increment.site, update):
+        if not feeds or model.guards.gated(increment.site, update):
             continue
         name = model.text.of(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"

@@ -48,7 +48,7 @@ from steplint.rule import Finding, rule
 def check(model):
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         update = model.update_outside_window(event)
-        if update is None or model.gated(event.site, update):
+        if update is None or model.guards.gated(event.site, update):
             continue
         name = model.text.of(event.subject)
         if event.kind == SCHEDULER_STEP:

@@ -69,7 +69,7 @@ def check(model):
         update = model.attempt_for(event)
         if update is None:
             continue
-        for guard in model.commit_guards(event.site, update, (GUESSED_GATE,)):
+        for guard in model.guards.gates(event.site, update, (GUESSED_GATE,)):
             for guess, negation, container in guesses(model, guard.test, event.site.scope):
                 uses.setdefault(id(guess), (guess, negation, container, []))[3].append((event, update, guard))
     for guess, negation, container, gated in uses.values():

@@ -50,7 +50,7 @@ from steplint.rule import Finding, rule
 def check(model):
     for event in model.of_kind(EMA_UPDATE):
         update = model.update_outside_window(event)
-        if update is None or model.gated(event.site) or model.window(event.site) is not None:
+        if update is None or model.guards.gated(event.site) or model.window(event.site) is not None:
             continue
         boundary = model.window(update.site)
         name = model.text.of(event.node.func)

@@ -97,7 +97,7 @@ def _unscale_then_skip(model, updates):
             continue  # each branch updates
         own = {id(g.test) for g in unscale.site.guards}
         skips = [g for g in later[0].site.guards if id(g.test) not in own]
-        if any(model.guard_kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
+        if any(model.guards.kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
             continue  # a window (SL205) or a commit gate decides, not a skip of this path
         scaler = model.text.of(unscale.subject)
         yield Finding(unscale.node, f"A path after `{model.text.of(unscale.node)}` skips both `{scaler}.step` and `{scaler}.update()` (`{model.text.of(skips[0].test)}`): the next `unscale_` raises, and the scale is never lowered")

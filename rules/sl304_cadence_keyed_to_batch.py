@@ -59,7 +59,7 @@ def check(model):
         batches = model.batch_indices(update.site.loop)
         windows = model.windowed_counters(update) | window_indices(model, update, batches)
         for guard in event.site.guards:
-            kinds = model.guard_kinds(guard)
+            kinds = model.guards.kinds(guard)
             if MODULO not in kinds or WINDOW_BOUNDARY in kinds or id(guard.test) in reported:
                 continue
             scope = event.site.scope

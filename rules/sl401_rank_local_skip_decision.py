@@ -51,7 +51,7 @@ def check(model):
         return
     reported = set()
     for step in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
-        for guard in model.guards_of_kind(step.site, FINITENESS):
+        for guard in model.guards.of_kind(step.site, FINITENESS):
             if id(guard.test) in reported or _reduced(model, guard, step):
                 continue
             reported.add(id(guard.test))

@@ -63,7 +63,7 @@ def check(model):
             continue
         if event.kind == COUNTER_INCREMENT and not model.events_in(event.site.scope, *STEPS):
             continue  # (a loop index of a helper with no training step of its own is not a schedule)
-        ranks = model.guards_of_kind(event.site, RANK)
+        ranks = model.guards.of_kind(event.site, RANK)
         if not ranks:
             continue
         name = model.text.of(event.subject)
@@ -89,7 +89,7 @@ def _waits_on_all_ranks(model, increment):
     scope = increment.site.scope
     key = model.roles.key(increment.subject, scope)
     for call, site in model.structure.calls:
-        if last_name(call.func) not in _WAITS or site.scope is not scope or model.guards_of_kind(site, RANK):
+        if last_name(call.func) not in _WAITS or site.scope is not scope or model.guards.of_kind(site, RANK):
             continue
         if any(model.mentions(g.test, scope, key) for g in site.guards):
             return call

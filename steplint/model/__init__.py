@@ -34,19 +34,19 @@ from steplint.model.events import (
     Event,
     collect_events,
 )
-from steplint.model.guards import COMMIT_GATE, FINITENESS, GUESSED_GATE, MODULO, WINDOW_BOUNDARY, condition_kinds
+from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, WINDOW_BOUNDARY, Guards
 from steplint.model.checkpoints import state_loaded_keys
 from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
 from steplint.model.roles import ENGINE, SCALER, RoleTable
 from steplint.model.structure import EXITS, Guard, Scope, Site, Structure, walk_module
 from steplint.model.text import Text
-from steplint.model.syntax import ImportMap, current_children, dotted, forget_children, last_name, literal, names_in, restore_children, walk_expressions
+from steplint.model.syntax import ImportMap, assignment_targets, current_children, dotted, forget_children, last_name, literal, names_in, restore_children, walk_expressions
 from steplint.model.calls import call_events
 from steplint.model.groups import resite_group_events
-from steplint.model.overflow import OverflowHandling, overflow_handling
+from steplint.model.overflow import overflow_handling
 from steplint.model.precision import deepspeed_fp16_shown
-from steplint.model.windows import AccelerateWindows, accelerate_windows, one_as_written
+from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
 from steplint.suppress import intent_basis
 
@@ -73,18 +73,14 @@ class ModuleModel:
     helpers: FrozenSet[str]  # steplint.runtime functions defined in or imported into the module
     settings: object  # steplint.config.Settings: the default schedule basis, the fix-gate style
     events: List[Event] = field(default_factory=list)
-    _kinds: Dict[int, FrozenSet[str]] = field(default_factory=dict)
-    _flags: Dict[str, FrozenSet[str]] = field(default_factory=dict)  # scoped name -> kinds of the condition it holds
-    _scale_vars: Set[str] = field(default_factory=set)
     _shared_windows: Set[int] = field(default_factory=set)  # ids of window tests that are one window (accelerate's)
     in_group_loop: Set[int] = field(default_factory=set)  # ids of event nodes inside `for opt in optimizers:`
-    _conditions: Dict[int, tuple] = field(default_factory=dict)
-    _assigned: Dict[int, Dict[str, List[int]]] = field(default_factory=dict)
     # Facts computed once per module and read many times (DESIGN.md: no fact recomputed per event).
     _memo: Dict[tuple, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.text = Text(self.source, self.positions, self.structure)
+        self.guards = Guards(self)
 
     def remember(self, key: tuple, compute):
         """The memoized value of a fact, computed on first use."""
@@ -133,26 +129,9 @@ class ModuleModel:
 
     # -- guards ----------------------------------------------------------------------------------
 
-    def guard_kinds(self, guard: Guard) -> FrozenSet[str]:
-        return self._kinds.get(id(guard.test), frozenset())
-
-    def guards_of_kind(self, site: Site, *kinds: str) -> List[Guard]:
-        return [g for g in site.guards if self.guard_kinds(g) & set(kinds)]
-
-    def commit_guards(self, site: Site, update: Optional["Event"] = None, kinds: tuple = (COMMIT_GATE, GUESSED_GATE)) -> List[Guard]:
-        """Guards of `site` that tell a committed update from a skipped one. A guard the update runs
-        under too (`if not torch.isfinite(loss): continue` before `scaler.step`) decides whether the
-        update is attempted, not whether it committed."""
-        shared = {(id(g.test), g.negated) for g in update.site.guards} if update is not None else set()
-        return [g for g in self.guards_of_kind(site, *kinds) if (id(g.test), g.negated) not in shared]
-
-    def gated(self, site: Site, update: Optional["Event"] = None) -> bool:
-        """Runs under a commit gate, exact or guessed (SL105 reports the guessed ones)."""
-        return bool(self.commit_guards(site, update))
-
     def window(self, site: Site) -> Optional[Guard]:
         """The innermost window-boundary guard of a statement."""
-        found = self.guards_of_kind(site, WINDOW_BOUNDARY)
+        found = self.guards.of_kind(site, WINDOW_BOUNDARY)
         return found[-1] if found else None
 
     # -- relations between events ----------------------------------------------------------------
@@ -177,45 +156,13 @@ class ModuleModel:
     def _correlated_opposites(self, a: Site, b: Site) -> bool:
         held = {}
         for guard in a.guards:
-            text, flipped = self.condition(guard.test)
+            text, flipped = self.guards.condition(guard.test)
             held[text] = (guard, guard.negated != flipped)
         for guard in b.guards:
-            text, flipped = self.condition(guard.test)
-            if text in held and held[text][1] != (guard.negated != flipped) and self._unchanged(held[text][0], guard, a.scope):
+            text, flipped = self.guards.condition(guard.test)
+            if text in held and held[text][1] != (guard.negated != flipped) and self.guards.unchanged(held[text][0], guard, a.scope):
                 return True
         return False
-
-    def condition(self, test: cst.BaseExpression) -> tuple:
-        """A condition's identity and whether it is negated: `not use_amp` is `use_amp` negated,
-        `scaler is None` is `scaler is not None` negated, the same text twice is one condition."""
-        found = self._conditions.get(id(test))
-        if found is None:
-            found = self._conditions[id(test)] = _condition(self.module, test)
-        return found
-
-    def _unchanged(self, first: Guard, second: Guard, scope: Scope) -> bool:
-        """No name the condition reads is assigned between its two tests."""
-        orders = sorted(self.structure.site_of[id(g.test)].order for g in (first, second) if id(g.test) in self.structure.site_of)
-        if len(orders) < 2:
-            return False
-        assigned = self._assignments_in(scope)
-        for name in names_in(first.test):
-            for prefix in _prefixes(name):
-                if any(orders[0] <= order <= orders[1] for order in assigned.get(prefix, ())):
-                    return False
-        return True
-
-    def _assignments_in(self, scope: Scope) -> Dict[str, List[int]]:
-        """Dotted assignment targets of a scope -> orders of the assignments (computed once per scope)."""
-        found = self._assigned.get(id(scope))
-        if found is None:
-            found = self._assigned[id(scope)] = {}
-            for node, site in self.statements_of(scope):
-                for target in _targets(node):
-                    text = dotted(target)
-                    if text:
-                        found.setdefault(text, []).append(site.order)
-        return found
 
     def runs_only_with(self, later: Site, earlier: Site) -> bool:
         """`later` runs only in passes where `earlier`'s conditions held: it is under each of them
@@ -223,14 +170,14 @@ class ModuleModel:
         held = {(id(g.test), g.negated) for g in later.guards}
         texts = {}
         for guard in later.guards:
-            text, flipped = self.condition(guard.test)
+            text, flipped = self.guards.condition(guard.test)
             texts[text] = (guard, guard.negated != flipped)
         for guard in earlier.guards:
             if (id(guard.test), guard.negated) in held:
                 continue
-            text, flipped = self.condition(guard.test)
+            text, flipped = self.guards.condition(guard.test)
             match = texts.get(text)
-            if match is None or match[1] != (guard.negated != flipped) or not self._unchanged(guard, match[0], later.scope):
+            if match is None or match[1] != (guard.negated != flipped) or not self.guards.unchanged(guard, match[0], later.scope):
                 return False
         return True
 
@@ -239,10 +186,10 @@ class ModuleModel:
         boundary = self.window(update)
         if boundary is None:
             return True
-        text, flipped = self.condition(boundary.test)
+        text, flipped = self.guards.condition(boundary.test)
         return any(
             g is boundary or g.test is boundary.test and g.negated == boundary.negated
-            or self.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self._unchanged(boundary, g, update.scope)
+            or self.guards.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self.guards.unchanged(boundary, g, update.scope)
             or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
             for g in other.guards
         )
@@ -309,15 +256,14 @@ class ModuleModel:
             return False
         name = dotted(scaler_event.subject)
         for guard in other.site.guards:
-            text, flipped = self.condition(guard.test)
+            text, flipped = self.guards.condition(guard.test)
             if text != name or guard.negated == flipped or guard.early_exit:
                 continue
             tested = self.structure.site_of.get(id(guard.test))
             if tested is None:
                 continue
             low, high = sorted((tested.order, scaler_event.order))
-            assigned = self._assignments_in(other.site.scope)
-            if not any(low <= order <= high for prefix in _prefixes(name) for order in assigned.get(prefix, ())):
+            if not self.guards.assigned_between(name, other.site.scope, low, high):
                 return True
         return False
 
@@ -340,14 +286,14 @@ class ModuleModel:
             return True
         held = {}
         for guard in earlier.guards:
-            text, flipped = self.condition(guard.test)
+            text, flipped = self.guards.condition(guard.test)
             held[text] = (guard, guard.negated != flipped)
         for guard in rest:
             if guard.early_exit:
                 return False
-            text, flipped = self.condition(guard.test)
+            text, flipped = self.guards.condition(guard.test)
             match = held.get(text)
-            if match is None or match[1] != (guard.negated != flipped) or not self._unchanged(match[0], guard, later.scope):
+            if match is None or match[1] != (guard.negated != flipped) or not self.guards.unchanged(match[0], guard, later.scope):
                 return False
         return True
 
@@ -381,7 +327,7 @@ class ModuleModel:
                 if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
                     keys.add(self.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
         for increment in self._increments_by_loop.get(id(loop), ()) if counters else ():
-            if self.window(increment.site) is None and not self.gated(increment.site, self.attempt_for(increment)):
+            if self.window(increment.site) is None and not self.guards.gated(increment.site, self.attempt_for(increment)):
                 keys.add(self.roles.key(increment.subject, increment.site.scope))  # type: ignore[arg-type]
         return keys
 
@@ -474,32 +420,6 @@ class ModuleModel:
 
     def mentions(self, expr: cst.CSTNode, scope: Scope, key: str) -> bool:
         return key in self.keys_in(expr, scope)
-
-    @cached_property
-    def _scale_reads(self) -> Set[int]:
-        return {id(e.node) for e in self.of_kind(SCALE_READ)}
-
-    def is_scale_read(self, expr: cst.BaseExpression, scope: Scope) -> bool:
-        if isinstance(expr, cst.Call):
-            return id(expr) in self._scale_reads
-        return isinstance(expr, cst.Name) and self.roles.key(expr, scope) in self._scale_vars
-
-    def flag_kinds(self, name: cst.Name, scope: Scope) -> FrozenSet[str]:
-        return self._flags.get(self.roles.key(name, scope) or "", frozenset())
-
-    def flag_assignment(self, name: cst.Name, scope: Scope) -> Optional[cst.Assign]:
-        """The assignment that gave a condition flag its value (`was_run = before <= after`)."""
-        key = self.roles.key(name, scope)
-        return self._flag_assignments.get((id(scope), key))
-
-    @cached_property
-    def _flag_assignments(self) -> Dict[tuple, cst.Assign]:
-        """(scope, key of the target) -> the first single-target assignment to it."""
-        found: Dict[tuple, cst.Assign] = {}
-        for node, site in self.structure.statements:
-            if isinstance(node, cst.Assign) and len(node.targets) == 1:
-                found.setdefault((id(site.scope), self.roles.key(node.targets[0].target, site.scope)), node)
-        return found
 
     def statements_in(self, scope: Scope, key: str) -> Iterable[tuple]:
         """(node, site) of the scopes where `key` can be read: its function, its class's methods, or all."""
@@ -626,7 +546,7 @@ class ModuleModel:
             dotted(target) or ""
             for node, site in self.statements_of(scope)
             if isinstance(node, cst.Assign) and _reads_length_of(node.value, data)
-            for target in _targets(node)
+            for target in assignment_targets(node)
         }
 
     def _reset_outside(self, key: str, loop: cst.For, scope: Scope) -> bool:
@@ -639,7 +559,7 @@ class ModuleModel:
                 continue
             if site.loop is None or loop in site.loops or site.loop not in where.loops:
                 continue
-            if any(self.roles.key(t, scope) == key for t in _targets(node) if isinstance(t, (cst.Name, cst.Attribute))):
+            if any(self.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute))):
                 return True
         return False
 
@@ -738,64 +658,6 @@ class ModuleModel:
 
     # -- building --------------------------------------------------------------------------------
 
-    def _classify_guards(self) -> None:
-        for node, site in self.structure.statements:
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-                key = self.roles.key(node.targets[0].target, site.scope)
-                value = node.value
-                if isinstance(value, cst.Call) and id(value) in self._scale_reads:
-                    self._scale_vars.add(key)  # type: ignore[arg-type]
-        for node, site in self.structure.statements:
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-                kinds = self._kinds_of(node.value, site.scope)
-                if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
-                    self._flags[self.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
-        for event in self.of_kind(SKIPPABLE_STEP):
-            if event.gate_var:
-                self._flags[self.roles.key(cst.Name(event.gate_var), event.site.scope)] = frozenset({COMMIT_GATE})  # type: ignore[index]
-        seen = set()
-        for _, site in self.structure.statements:
-            for guard in site.guards:
-                if id(guard.test) not in seen:
-                    seen.add(id(guard.test))
-                    kinds = self._kinds_of(guard.test, site.scope)
-                    # `if torch.isnan(loss): raise`: the run stops, no update is skipped or counted
-                    self._kinds[id(guard.test)] = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS} if guard.raises else kinds
-        # A cadence test that guards the update is the window boundary, and so is a second test of
-        # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
-        windows = set()
-        for step in self.of_kind(*STEPS):
-            for guard in step.site.guards:
-                kinds = self._kinds[id(guard.test)]
-                if MODULO in kinds:
-                    self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
-                    windows.add((id(step.site.scope), self.condition(guard.test)[0]))
-        if windows:
-            for _, site in self.structure.statements:
-                for guard in site.guards:
-                    if (id(site.scope), self.condition(guard.test)[0]) in windows:
-                        self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
-        # `step % accum == 0` with `accum` 1 as written holds on every batch: no window, no cadence
-        for _, site in self.structure.statements:
-            for guard in site.guards:
-                kinds = self._kinds[id(guard.test)]
-                if WINDOW_BOUNDARY in kinds and self._divides_by_one_only(guard.test, site.scope):
-                    self._kinds[id(guard.test)] = kinds - {WINDOW_BOUNDARY, MODULO}
-
-    def _divides_by_one_only(self, test: cst.BaseExpression, scope: Scope) -> bool:
-        """The test is one comparison of `step % accum` (or `(step + 1) % accum`) with `accum` 1 as written."""
-        modulo = test.left if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 else None
-        return isinstance(modulo, cst.BinaryOperation) and isinstance(modulo.operator, cst.Modulo) and one_as_written(self, modulo.right, scope)
-
-    def _overflow(self, found: OverflowHandling) -> None:
-        """Events that run only after a committed update of a step an `except OverflowError` may drop
-        (or only after a dropped one) get that `try`'s guard, a commit gate."""
-        for event in self.events:
-            guard = found.guards.get(id(event.node))
-            if guard is not None:
-                event.site = replace(event.site, guards=event.site.guards + (guard,))
-                self._kinds[id(guard.test)] = frozenset({COMMIT_GATE})
-
     def _accelerate(self, found: AccelerateWindows) -> None:
         """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
         window with `if accelerator.sync_gradients:`. Without accumulation `sync_gradients` is always true."""
@@ -803,34 +665,13 @@ class ModuleModel:
             guard = found.guards.get(id(event.node))
             if guard is not None:
                 event.site = replace(event.site, guards=event.site.guards + (guard,))
-                self._kinds[id(guard.test)] = frozenset({WINDOW_BOUNDARY})
+                self.guards.mark(id(guard.test), frozenset({WINDOW_BOUNDARY}))
                 self._shared_windows.add(id(guard.test))
         for test, accumulating in found.sync_tests.items():
             if accumulating:
                 self._shared_windows.add(test)
             else:
-                self._kinds[test] = self._kinds.get(test, frozenset()) - {WINDOW_BOUNDARY}
-
-    def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
-        return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
-
-
-def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
-    flipped = False
-    while True:
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            test, flipped = test.expression, not flipped
-        elif (
-            isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot))
-            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
-        ):
-            flipped ^= isinstance(test.comparisons[0].operator, cst.Is)
-            test = test.left
-        else:
-            break
-    text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
-    return " ".join(text.split()), flipped
+                self.guards.drop(test, WINDOW_BOUNDARY)
 
 
 _DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
@@ -877,28 +718,6 @@ def _reads_length_of(expr: cst.BaseExpression, data: Set[str]) -> bool:
         isinstance(sub, cst.Call) and dotted(sub.func) == "len" and len(sub.args) == 1 and dotted(sub.args[0].value) in data
         for sub in walk_expressions(expr)
     )
-
-
-def _prefixes(name: str) -> List[str]:
-    parts = name.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _targets(node: cst.CSTNode) -> List[cst.BaseExpression]:
-    if isinstance(node, cst.Assign):
-        found: List[cst.BaseExpression] = []
-        for target in node.targets:
-            stack = [target.target]
-            while stack:
-                current = stack.pop()
-                if isinstance(current, (cst.Tuple, cst.List)):
-                    stack.extend(e.value for e in current.elements)
-                else:
-                    found.append(current)
-        return found
-    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-        return [node.target]
-    return []
 
 
 def _exits_before(first: Site, second: Site) -> bool:
@@ -957,9 +776,8 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
         for event in engines:
             event.kind = OPTIMIZER_STEP
     overflow = overflow_handling(model)  # before anything reads the events by kind: it makes steps skippable
-    model._flags.update(dict.fromkeys(overflow.flags, frozenset({COMMIT_GATE})))
-    model._classify_guards()
-    model._overflow(overflow)
+    model.guards.classify(overflow.flags)
+    model.guards.add_overflow_guards(overflow)
     model._accelerate(accelerate_windows(model))
     model.in_group_loop = resite_group_events(model)
     if keep_walk:

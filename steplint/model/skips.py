@@ -21,7 +21,7 @@ def skipped_by_the_code(model: "ModuleModel", event: Event) -> Optional[Tuple[Ev
         if not model.same_window(step.site, event.site):
             continue
         for guard in step.site.guards:
-            if (id(guard.test), guard.negated) not in own and FINITENESS in model.guard_kinds(guard):
+            if (id(guard.test), guard.negated) not in own and FINITENESS in model.guards.kinds(guard):
                 return step, guard
     return None
 
