@@ -81,13 +81,13 @@ from steplint.rule import Finding, rule
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
         update = model.attempt_for(step)
-        if update is None and model.per_update_scheduler(step):
+        if update is None and model.counters.per_update_scheduler(step):
             skipped = skipped_by_the_code(model, step)
             if skipped is not None:
                 name, check = model.text.of(step.subject), model.text.of(skipped[1].test)
                 yield Finding(step.node, f"`{name}` advances even when the code skips `{model.text.of(skipped[0].node)}` (`{check}`); advance it with the update")
             continue
-        if update is None or not model.per_update_scheduler(step) or model.guards.gated(step.site, update):
+        if update is None or not model.counters.per_update_scheduler(step) or model.guards.gated(step.site, update):
             continue
         name = model.text.of(step.subject)
         inside = f" (it steps in `{update.via.via}`, {update.via.where})" if update.via is not None else ""

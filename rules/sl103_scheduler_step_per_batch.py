@@ -52,11 +52,11 @@ def check(model):
             continue
         name = model.text.of(event.subject)
         if event.kind == SCHEDULER_STEP:
-            if not model.per_update_scheduler(event):
+            if not model.counters.per_update_scheduler(event):
                 continue
             applicability = SAFE
         else:
-            feeds = model.counter_feeds(event)
+            feeds = model.counters.feeds(event)
             if not feeds & {"schedule", "lr"}:
                 continue
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE

@@ -50,7 +50,7 @@ from steplint.rule import Finding, rule
 @rule("SL104", "scheduler-before-optimizer", "Scheduler advances before the optimizer update", fix=SAFE)
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
-        if not model.per_update_scheduler(step) or model.guards.gated(step.site) or not _sets_its_first_lr(step.role):
+        if not model.counters.per_update_scheduler(step) or model.guards.gated(step.site) or not _sets_its_first_lr(step.role):
             continue
         updates = [u for u in model.in_iteration(step, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is model.window(step.site)]
         if not updates or any(u.order < step.order for u in updates):

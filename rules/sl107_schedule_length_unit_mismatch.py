@@ -49,7 +49,7 @@ from steplint.rule import Finding, rule
 def check(model):
     reported = set()
     windowed = [(e, model.window(e.site)) for e in model.of_kind(SCHEDULER_STEP) if model.window(e.site) is not None]
-    candidates = [(e, modulo_boundary(model, w)) for e, w in windowed if model.per_update_scheduler(e)]
+    candidates = [(e, modulo_boundary(model, w)) for e, w in windowed if model.counters.per_update_scheduler(e)]
     known = assignments(model) if candidates else None
     for event, boundary in candidates:
         length = schedule_length_in_batches(model, known, event, boundary) if boundary is not None else None

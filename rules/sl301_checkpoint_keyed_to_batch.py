@@ -49,12 +49,12 @@ def check(model):
             continue
         update = updates[0]
         windowed = model.window(update.site) is not None
-        if not windowed and model.recipe_counts_attempts(update):
+        if not windowed and model.counters.recipe_counts_attempts(update):
             continue
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
-        batches = model.batch_indices(update.site.loop, counters=windowed)
+        batches = model.counters.batch_indices(update.site.loop, counters=windowed)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
-        if not mentions or model.stores_data_position(save.node):
+        if not mentions or model.counters.stores_data_position(save.node):
             continue
         name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"
@@ -75,7 +75,7 @@ def _plain_mentions(node):
 
 
 def _use_counter(model, save, update, mentions):
-    counters = [k for k in model.windowed_counters(update) if k]
+    counters = [k for k in model.counters.windowed(update) if k]
     if len(counters) != 1 or not model.same_window(update.site, save.site):
         return None
     text = counters[0].split(":", 1)[1]

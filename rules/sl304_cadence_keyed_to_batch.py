@@ -56,8 +56,8 @@ def check(model):
         update = model.update_outside_window(event)
         if update is None:
             continue
-        batches = model.batch_indices(update.site.loop)
-        windows = model.windowed_counters(update) | window_indices(model, update, batches)
+        batches = model.counters.batch_indices(update.site.loop)
+        windows = model.counters.windowed(update) | window_indices(model, update, batches)
         for guard in event.site.guards:
             kinds = model.guards.kinds(guard)
             if MODULO not in kinds or WINDOW_BOUNDARY in kinds or id(guard.test) in reported:

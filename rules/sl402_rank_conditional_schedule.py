@@ -67,7 +67,7 @@ def check(model):
         if not ranks:
             continue
         name = model.text.of(event.subject)
-        if event.kind == COUNTER_INCREMENT and not model.counter_feeds(event) & {"schedule", "lr", "stop"}:
+        if event.kind == COUNTER_INCREMENT and not model.counters.feeds(event) & {"schedule", "lr", "stop"}:
             wait = _waits_on_all_ranks(model, event)
             if wait is not None:
                 message = (

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set
 
 import libcst as cst
 
@@ -24,7 +23,6 @@ from steplint.model.events import (
     ZERO_GRAD,
     COMMITTED_STEP,
     COUNTER_INCREMENT,
-    EARLY_EXIT,
     EVALUATION,
     OPTIMIZER_STEP,
     SCALE_READ,
@@ -34,23 +32,22 @@ from steplint.model.events import (
     Event,
     collect_events,
 )
+from steplint.model.counters import Counters
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, WINDOW_BOUNDARY, Guards
 from steplint.model.checkpoints import state_loaded_keys
-from steplint.model.checkpoints import Checkpoint, checkpoint_contents, counter_keys, restored_from_checkpoint, saved_under, step_state
+from steplint.model.checkpoints import Checkpoint, checkpoint_contents, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
 from steplint.model.roles import ENGINE, SCALER, RoleTable
 from steplint.model.structure import EXITS, Guard, Scope, Site, Structure, walk_module
 from steplint.model.text import Text
-from steplint.model.syntax import ImportMap, assignment_targets, current_children, dotted, forget_children, last_name, literal, names_in, restore_children, walk_expressions
+from steplint.model.syntax import ImportMap, current_children, dotted, forget_children, last_name, literal, restore_children, walk_expressions
 from steplint.model.calls import call_events
 from steplint.model.groups import resite_group_events
 from steplint.model.overflow import overflow_handling
 from steplint.model.precision import deepspeed_fp16_shown
 from steplint.model.windows import AccelerateWindows, accelerate_windows
 from steplint.source import Source
-from steplint.suppress import intent_basis
 
-COMMITTED_UPDATES = "committed-updates"
 
 __all__ = [
     "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
@@ -81,6 +78,7 @@ class ModuleModel:
     def __post_init__(self) -> None:
         self.text = Text(self.source, self.positions, self.structure)
         self.guards = Guards(self)
+        self.counters = Counters(self)
 
     def remember(self, key: tuple, compute):
         """The memoized value of a fact, computed on first use."""
@@ -102,12 +100,13 @@ class ModuleModel:
             found[(id(event.site.scope), id(event.site.loop))].append(event)
         return found
 
-    def _same_iteration_events(self, site: Site, kinds: Tuple[str, ...]) -> List[Event]:
+    def pass_events(self, site: Site, *kinds: str) -> List[Event]:
+        """Events of `kinds` in the same scope and innermost loop as `site` (one pass), in program order."""
         return [e for e in self._iterations.get((id(site.scope), id(site.loop)), ()) if e.kind in kinds]
 
     def shares_its_pass(self, update: Event) -> bool:
         """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
-        return any(other is not update and other.strategy == SCALER for other in self._same_iteration_events(update.site, (SKIPPABLE_STEP,)))
+        return any(other is not update and other.strategy == SCALER for other in self.pass_events(update.site, SKIPPABLE_STEP))
 
     def statements_of(self, scope: Scope) -> List[tuple]:
         """(node, site) of the statements of one scope, in program order."""
@@ -197,7 +196,7 @@ class ModuleModel:
     def attempt_for(self, event: Event, before_only: bool = True) -> Optional[Event]:
         """The skippable update that `event` follows in the same iteration and window, if any."""
         candidates = [
-            u for u in self._same_iteration_events(event.site, (SKIPPABLE_STEP,))
+            u for u in self.pass_events(event.site, SKIPPABLE_STEP)
             if not self.exclusive(u.site, event.site) and self.same_window(u.site, event.site)
         ]
         paired = self._own_updates(event, candidates)
@@ -222,28 +221,10 @@ class ModuleModel:
         paired = self._own_updates(scheduler, [update])
         return bool(paired) and update.optimizer is not None
 
-    def basis(self, event: Event) -> str:
-        """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
-        if not self.remember(("intent comments",), lambda: "steplint:" in self.source.text):  # none: no need to place the call
-            return self.settings.schedule_basis
-        first, last = self.text.rows(event.site.statement)
-        return intent_basis(self.source, range(first, last + 1)) or self.settings.schedule_basis
-
-    def per_update_scheduler(self, event: Event) -> bool:
-        """A scheduler call that advances one step per call and that the user, not a framework, drives."""
-        role = event.role
-        return (
-            event.kind == SCHEDULER_STEP
-            and not event.explicit_position
-            and role is not None
-            and not (role.prepared or role.engine_owned or role.metric)
-            and self.basis(event) == COMMITTED_UPDATES
-        )
-
     def in_iteration(self, event: Event, *kinds: str) -> List[Event]:
         """Events of `kinds` that run in the same pass of the same loop as `event`."""
         return [
-            e for e in self._same_iteration_events(event.site, kinds)
+            e for e in self.pass_events(event.site, *kinds)
             if e is not event and not self.exclusive(e.site, event.site) and not self._scaler_absent(e, event) and not self._scaler_absent(event, e)
         ]
 
@@ -315,46 +296,6 @@ class ModuleModel:
             return found
         return self.remember(("by_object", kind), compute)
 
-    def batch_indices(self, loop, counters: bool = True) -> Set[str]:
-        """Keys that count the batches of a loop: `i` of `for i, batch in enumerate(loader)`, and
-        (with `counters`) counters advanced every batch, under no window boundary, in it."""
-        return self.remember(("batch_indices", id(loop), counters), lambda: self._batch_indices(loop, counters))
-
-    def _batch_indices(self, loop, counters: bool) -> Set[str]:
-        keys: Set[str] = set()
-        for node, site in self._for_loops.get(id(loop), ()):
-            if isinstance(node.iter, cst.Call) and getattr(node.iter.func, "value", None) == "enumerate":
-                if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
-                    keys.add(self.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
-        for increment in self._increments_by_loop.get(id(loop), ()) if counters else ():
-            if self.window(increment.site) is None and not self.guards.gated(increment.site, self.attempt_for(increment)):
-                keys.add(self.roles.key(increment.subject, increment.site.scope))  # type: ignore[arg-type]
-        return keys
-
-    @cached_property
-    def _for_loops(self) -> Dict[int, list]:
-        found: Dict[int, list] = defaultdict(list)
-        for node, site in self.structure.for_loops:
-            found[id(node)].append((node, site))
-        return found
-
-    @cached_property
-    def _increments_by_loop(self) -> Dict[int, List[Event]]:
-        found: Dict[int, List[Event]] = defaultdict(list)
-        for increment in self.of_kind(COUNTER_INCREMENT):
-            found[id(increment.site.loop)].append(increment)
-        return found
-
-    def windowed_counters(self, update: Event) -> Set[str]:
-        """Counters advanced under the update's window boundary: they count windows (update attempts)."""
-        if self.window(update.site) is None:
-            return set()
-        return {
-            self.roles.key(i.subject, i.site.scope)  # type: ignore[misc]
-            for i in self._same_iteration_events(update.site, (COUNTER_INCREMENT,))
-            if self.same_window(update.site, i.site)
-        }
-
     def checkpoint(self, save: Event) -> Optional[Checkpoint]:
         """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""
         return self.remember(("checkpoint", id(save)), lambda: checkpoint_contents(self, save))
@@ -388,10 +329,6 @@ class ModuleModel:
     def step_state(self, scope: Scope) -> dict:
         """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""
         return self.remember(("step_state", id(scope)), lambda: step_state(self, scope))
-
-    def counter_keys(self) -> Set[str]:
-        """Keys of the update counters that feed a schedule, an LR, a checkpoint or the end of the run."""
-        return self.remember(("counter_keys",), lambda: counter_keys(self))
 
     def visible(self, key: str, scope: Scope) -> bool:
         """A role key that code in `scope` can name: its own, its class's, or a global."""
@@ -444,125 +381,6 @@ class ModuleModel:
             found[site.scope.name].append((node, site))
         return found
 
-    def derived_keys(self, increment: Event) -> Set[str]:
-        """The counter's key and the keys of names computed from it (`epoch = step // per_epoch`)."""
-        scope = increment.site.scope
-        key = self.roles.key(increment.subject, scope)
-        if key is None:
-            return set()
-        return self.remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
-
-    def _derived_keys(self, scope: Scope, key: str) -> Set[str]:
-        derived = {key}
-        for node, site in self.statements_in(scope, key):
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and not derived.isdisjoint(self.keys_in(node.value, site.scope)):
-                target_key = self.roles.key(node.targets[0].target, site.scope)
-                if target_key and target_key != key:
-                    derived.add(target_key)
-        return derived
-
-    def repeating_readers(self, increment: Event) -> List[Site]:
-        """Cadence tests in the counter's loop that read it (`if step % eval_every == 0:`): held
-        back on a skipped update, the counter would make them fire again on the next pass."""
-        loop = increment.site.loop
-        derived = self.derived_keys(increment)
-        found = []
-        for node, site in self.statements_of(increment.site.scope):
-            if loop is None or loop not in site.loops or node is increment.node or not _is_cadence(node):
-                continue
-            if any(self.mentions(node, site.scope, k) for k in derived):
-                found.append(site)
-        return found
-
-    def readers_right_after(self, increment: Event) -> Optional[int]:
-        """How many statements right after the increment must move under a commit gate with it: the
-        cadence checks that read the counter. None when one of them sits elsewhere in the loop."""
-        readers = self.repeating_readers(increment)
-        if not readers:
-            return 0
-        block, statement = increment.site.trail[-1]
-        following = block.statements[block.index(statement) + 1 :]
-
-        def holds(statement, reader: Site) -> bool:
-            return any(s is statement for _, s in reader.trail)
-
-        count = 0
-        while count < len(following) and any(holds(following[count], r) for r in readers):
-            count += 1
-        return count if all(any(holds(h, r) for h in following[:count]) for r in readers) else None
-
-    @staticmethod
-    def recipe_counts_attempts(update: Event) -> bool:
-        """accelerate and DeepSpeed skip the prepared scheduler with the update and count their steps
-        in attempts by convention (as HF Trainer does): checkpoint names, cadences and the end of the
-        run in attempts are that recipe, not a bug; only a schedule computed from the counter is."""
-        return update.strategy in ("accelerate", "deepspeed")
-
-    def counter_feeds(self, increment: Event) -> Set[str]:
-        """What an update counter feeds: schedule, lr, checkpoint, eval, stop. A counter that is
-        also the data position (`sample_start = step * batch_size`) is saved to resume the data
-        where it was, in batches, skipped updates included: that checkpoint entry is not a feed."""
-        derived = self.derived_keys(increment)
-        feeds: Set[str] = set()
-        for k in derived:
-            feeds |= self._fed_by_key.get(k, set())
-        if not derived.isdisjoint(self._data_positions):
-            feeds.discard("checkpoint")
-        if not derived.isdisjoint(self._epoch_data_counters):
-            feeds.discard("stop")
-        return frozenset(feeds)
-
-    @cached_property
-    def _epoch_data_counters(self) -> Set[str]:
-        """Counters of one epoch's data: set to a literal in an outer loop, outside the loop over the
-        data, and ending that loop when they reach its length (`epoch_iter = 1` per epoch, then
-        `if epoch_iter == len(loader) // accum: break`). That stop is where the data runs out,
-        skipped updates included, not an update budget; a counter never reset (`global_step >=
-        max_steps`) stays one."""
-        found: Set[str] = set()
-        for event in self.of_kind(EARLY_EXIT):
-            loop, scope = event.site.loop, event.site.scope
-            if not isinstance(event.node, cst.Break) or not isinstance(loop, cst.For):
-                continue
-            data = {dotted(sub) for sub in walk_expressions(loop.iter) if isinstance(sub, (cst.Name, cst.Attribute))} - {None}
-            lengths = self._lengths_of(data, scope)
-            for guard in event.site.guards:
-                test = guard.test
-                if guard.negated or not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
-                    continue
-                if not isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
-                    continue
-                bound = test.comparisons[0].comparator
-                if not (_reads_length_of(bound, data) or dotted(bound) in lengths):
-                    continue
-                key = self.roles.key(test.left, scope) if isinstance(test.left, (cst.Name, cst.Attribute)) else None
-                if key and self._reset_outside(key, loop, scope):
-                    found.add(key)
-        return found
-
-    def _lengths_of(self, data: Set[str], scope: Scope) -> Set[str]:
-        """Names a scope sets from the length of the data (`num_iters = len(loader) // accum`)."""
-        return {
-            dotted(target) or ""
-            for node, site in self.statements_of(scope)
-            if isinstance(node, cst.Assign) and _reads_length_of(node.value, data)
-            for target in assignment_targets(node)
-        }
-
-    def _reset_outside(self, key: str, loop: cst.For, scope: Scope) -> bool:
-        """The counter is set to a literal in a loop that encloses `loop` (once per epoch), not in `loop`."""
-        where = self.structure.site_of.get(id(loop.iter))  # the header's site: the loops around `loop`
-        if where is None:
-            return False
-        for node, site in self.statements_of(scope):
-            if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer)):
-                continue
-            if site.loop is None or loop in site.loops or site.loop not in where.loops:
-                continue
-            if any(self.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute))):
-                return True
-        return False
-
     def ends_early_before(self, site: Site) -> bool:
         """A `continue` earlier in the same pass of the same loop, inside a nested branch
         (`else: ...; if (i + 1) % accum: continue`): what follows may run once per window only."""
@@ -602,60 +420,6 @@ class ModuleModel:
         body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
         return self.roles.key(event.subject, event.site.scope) if body and all(map(_advances_a_schedule, body)) else None
 
-    @staticmethod
-    def stores_data_position(call: cst.Call) -> bool:
-        """A saver handed the batch size with the index (`save_checkpoint(..., step=i + 1,
-        batch_size=bs)`) stores where the data stands, in batches: the right unit for that."""
-        return any(_DATA_SIZE.search(a.keyword.value if a.keyword else dotted(a.value) or "") for a in call.args)
-
-    @cached_property
-    def _data_positions(self) -> Set[str]:
-        """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
-        sampler or loader to skip what was consumed (`skip_first_batches(loader, step)`)."""
-        found: Set[str] = set()
-        for node, site in self.structure.statements:
-            for sub in walk_expressions(node):
-                if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Multiply):
-                    for side, other in ((sub.left, sub.right), (sub.right, sub.left)):
-                        if isinstance(side, (cst.Name, cst.Attribute)) and _DATA_SIZE.search(" ".join(names_in(other))):
-                            found.add(self.roles.key(side, site.scope) or "")
-                elif isinstance(sub, cst.Call) and _DATA_SKIP.search(last_name(sub.func) or ""):
-                    found.update(self.keys_in(sub, site.scope))
-        return found
-
-    @cached_property
-    def _fed_by_key(self) -> Dict[str, Set[str]]:
-        """Key -> what reading it feeds: "schedule" (scheduler arguments), "lr" (a manual LR value),
-        "checkpoint" (a save or its condition), "eval" and "stop" (their conditions, a while test)."""
-        fed: Dict[str, Set[str]] = defaultdict(set)
-
-        def feeds(label: str, keys: Iterable[str]) -> None:
-            for k in keys:
-                fed[k].add(label)
-
-        for event in self.events:
-            s = event.site.scope
-            if event.kind == SCHEDULER_STEP:
-                if isinstance(event.node, cst.Assign):
-                    feeds("lr", self.keys_in(event.node.value, s))
-                elif _step_update_does_nothing(event):
-                    continue
-                else:
-                    for argument in event.node.args:
-                        feeds("schedule", self.keys_in(argument.value, s))
-            label = {CHECKPOINT_SAVE: "checkpoint", EVALUATION: "eval", EARLY_EXIT: "stop"}.get(event.kind)
-            if label is None:
-                continue
-            for guard in event.site.guards:
-                if label == "stop" and guard.early_exit:
-                    continue  # `if ...: continue` before `if done: break` decides whether this pass reaches the stop test, not the stop
-                feeds(label, self.keys_in(guard.test, s))
-            if event.kind == CHECKPOINT_SAVE:
-                feeds(label, self.keys_in(event.node, s))
-        for loop, site in self.structure.while_loops:
-            feeds("stop", self.keys_in(loop.test, site.scope))
-        return fed
-
     # -- building --------------------------------------------------------------------------------
 
     def _accelerate(self, found: AccelerateWindows) -> None:
@@ -674,20 +438,11 @@ class ModuleModel:
                 self.guards.drop(test, WINDOW_BOUNDARY)
 
 
-_DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
-_DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
 
 
 def _engine_optimizer(update: Event) -> Optional[str]:
     """The key of the optimizer a DeepSpeed engine's step() steps, when the code names it."""
     return update.role.optimizer if update.role is not None and update.role.kind == ENGINE else None
-
-
-def _step_update_does_nothing(event: Event) -> bool:
-    """timm's `step_update(n)` moves the LR only for a scheduler built with `t_in_epochs=False`;
-    unless the code shows that, the counter it reads feeds nothing."""
-    func = event.node.func if isinstance(event.node, cst.Call) else None
-    return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
 
 
 def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
@@ -701,23 +456,6 @@ def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
         if not (last_name(call.func) == "step" and isinstance(call.func, cst.Attribute) and not call.args or dotted(call.func) == "next" and len(call.args) == 1):
             return False
     return True
-
-
-def _is_cadence(test: cst.CSTNode) -> bool:
-    """`n % k == 0`, `n == k`: true once per value of `n`."""
-    return isinstance(test, cst.BaseExpression) and any(
-        isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
-        or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
-        for sub in walk_expressions(test)
-    )
-
-
-def _reads_length_of(expr: cst.BaseExpression, data: Set[str]) -> bool:
-    """`len(loader)` (or `len(loader) // accum`) for one of the data names."""
-    return any(
-        isinstance(sub, cst.Call) and dotted(sub.func) == "len" and len(sub.args) == 1 and dotted(sub.args[0].value) in data
-        for sub in walk_expressions(expr)
-    )
 
 
 def _exits_before(first: Site, second: Site) -> bool:

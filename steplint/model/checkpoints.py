@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.events import HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 from steplint.model.syntax import walk_expressions
 
@@ -40,7 +40,7 @@ def checkpoint_contents(model: "ModuleModel", save: Event) -> Optional[Checkpoin
             if isinstance(sub, (cst.Name, cst.Attribute)):
                 key = model.roles.key(sub, scope)
                 role = model.roles.roles.get(key or "")
-                kind = role.kind if role else ("counter" if key in model.counter_keys() else None)
+                kind = role.kind if role else ("counter" if key in model.counters.resume_keys() else None)
                 if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                     found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
     return found
@@ -144,16 +144,6 @@ def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -
     return None
 
 
-def counter_keys(model: "ModuleModel") -> set:
-    """Update counters a resumed run needs back: they set the LR or the end of the run. (One that
-    only names checkpoints or paces evaluation restarts harmlessly, or lives on in the file name.)"""
-    keys = set()
-    for event in model.of_kind(COUNTER_INCREMENT):
-        if model.counter_feeds(event) & {"schedule", "lr", "stop"}:
-            keys.add(model.roles.key(event.subject, event.site.scope))
-    return keys
-
-
 def step_state(model: "ModuleModel", scope: "Scope") -> Dict[str, List[str]]:
     """Schedulers the code steps, scalers that may skip, and update counters that feed something,
     that code in `scope` can name."""
@@ -187,7 +177,7 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             else:
                 continue
             ranked.setdefault((kind, key), len(ranked))
-        for key in sorted(k for k in model.counter_keys() if k):
+        for key in sorted(k for k in model.counters.resume_keys() if k):
             ranked.setdefault(("counter", key), len(ranked))
         found: Dict[str, list] = {}
         for (kind, key), rank in ranked.items():
