@@ -51,10 +51,10 @@ from steplint.rule import Finding, rule
 def check(model):
     reported = set()
     for save in model.of_kind(CHECKPOINT_SAVE):
-        checkpoint = model.checkpoint(save)
+        checkpoint = model.state.checkpoint(save)
         if checkpoint is None or OPTIMIZER not in checkpoint.holds:
             continue
-        state = model.step_state(save.site.scope)
+        state = model.state.step_state(save.site.scope)
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
         # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
         identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), checkpoint.name), tuple(missing))

@@ -34,9 +34,8 @@ from steplint.model.events import (
 )
 from steplint.model.counters import Counters
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, WINDOW_BOUNDARY, Guards
-from steplint.model.checkpoints import state_loaded_keys
-from steplint.model.checkpoints import Checkpoint, checkpoint_contents, restored_from_checkpoint, saved_under, step_state
 from steplint.model.positions import Positions
+from steplint.model.state import Checkpoint, State
 from steplint.model.roles import ENGINE, SCALER, RoleTable
 from steplint.model.structure import EXITS, Guard, Scope, Site, Structure, walk_module
 from steplint.model.text import Text
@@ -79,6 +78,7 @@ class ModuleModel:
         self.text = Text(self.source, self.positions, self.structure)
         self.guards = Guards(self)
         self.counters = Counters(self)
+        self.state = State(self)
 
     def remember(self, key: tuple, compute):
         """The memoized value of a fact, computed on first use."""
@@ -296,25 +296,6 @@ class ModuleModel:
             return found
         return self.remember(("by_object", kind), compute)
 
-    def checkpoint(self, save: Event) -> Optional[Checkpoint]:
-        """What a `torch.save(...)` visibly stores, or None when its contents cannot be seen."""
-        return self.remember(("checkpoint", id(save)), lambda: checkpoint_contents(self, save))
-
-    def saved_under(self) -> Dict[str, str]:
-        """Role key -> checkpoint key, for what the module's visible checkpoints store."""
-        return self.remember(("saved_under",), lambda: saved_under(self))
-
-    def restored_from_checkpoint(self) -> set:
-        """Keys of names the module assigns from a checkpoint read."""
-        return self.remember(("restored_from_checkpoint",), lambda: restored_from_checkpoint(self))
-
-    def state_loaded(self, key: str) -> bool:
-        """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
-        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
-        loaded = self.remember(("state_loaded",), lambda: state_loaded_keys(self))
-        wrapping = self.remember(("state_loaded_wrappers",), lambda: {k[:i] for k in loaded for i, c in enumerate(k) if c == "."})
-        return key in loaded or key in wrapping
-
     def update_left_to_callers(self, step: Event) -> bool:
         """A helper steps a scaler it is given, and updating it is its callers' business: a caller in
         the project updates it after the call, or no caller is in the project to tell."""
@@ -325,15 +306,6 @@ class ModuleModel:
         if name not in {p.name.value for p in scope.params} or scope.owner_of(name) is not scope:
             return False
         return name in project.caller_updates.get(scope.name, ()) or scope.name not in project.called
-
-    def step_state(self, scope: Scope) -> dict:
-        """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}."""
-        return self.remember(("step_state", id(scope)), lambda: step_state(self, scope))
-
-    def visible(self, key: str, scope: Scope) -> bool:
-        """A role key that code in `scope` can name: its own, its class's, or a global."""
-        prefix = key.split(":", 1)[0]
-        return prefix == "<module>" or (prefix == f"class {scope.class_name}" and scope.class_name is not None) or prefix == scope.name
 
     def order_of_expression(self, expr: cst.CSTNode) -> Optional[int]:
         """Program order of the statement or condition that holds an expression."""
@@ -394,32 +366,6 @@ class ModuleModel:
                 found[(id(site.scope), id(site.loop))].append(site.order)
         return found
 
-    @cached_property
-    def positioned_on_resume(self) -> Set[str]:
-        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`),
-        built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`), or
-        replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing)."""
-        found: Set[str] = {key for key in map(self._replayed_scheduler, self.of_kind(SCHEDULER_STEP)) if key}
-        for node, site in self.structure.statements:
-            if isinstance(node, cst.Assign):
-                for target in node.targets:
-                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
-                        found.add(self.roles.key(target.target.value, site.scope) or "")
-                    elif isinstance(node.value, cst.Call) and any(
-                        a.keyword is not None and a.keyword.value == "last_epoch" and literal(a.value) != -1 for a in node.value.args
-                    ):
-                        found.add(self.roles.key(target.target, site.scope) or "")
-        return found
-
-    def _replayed_scheduler(self, event: Event) -> Optional[str]:
-        """The scheduler's key when `event` sits in a replay loop: `for _ in range(n):` whose body only
-        advances schedules (`x.step()`, `next(x)`), so it fast-forwards them and trains nothing."""
-        loop = event.site.loop
-        if event.subject is None or not isinstance(loop, cst.For) or not (isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"):
-            return None
-        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
-        return self.roles.key(event.subject, event.site.scope) if body and all(map(_advances_a_schedule, body)) else None
-
     # -- building --------------------------------------------------------------------------------
 
     def _accelerate(self, found: AccelerateWindows) -> None:
@@ -443,19 +389,6 @@ class ModuleModel:
 def _engine_optimizer(update: Event) -> Optional[str]:
     """The key of the optimizer a DeepSpeed engine's step() steps, when the code names it."""
     return update.role.optimizer if update.role is not None and update.role.kind == ENGINE else None
-
-
-def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
-    """`x.step()` or `next(x)` alone on its line."""
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return False
-    for small in statement.body:
-        call = small.value if isinstance(small, cst.Expr) else None
-        if not isinstance(call, cst.Call):
-            return False
-        if not (last_name(call.func) == "step" and isinstance(call.func, cst.Attribute) and not call.args or dotted(call.func) == "next" and len(call.args) == 1):
-            return False
-    return True
 
 
 def _exits_before(first: Site, second: Site) -> bool:

@@ -151,7 +151,7 @@ def _stored_place(argument: cst.Arg, scope: Scope) -> str:
 
 
 def _contents(model: ModuleModel, save) -> Dict[str, List[Optional[str]]]:
-    checkpoint = model.checkpoint(save)
+    checkpoint = model.state.checkpoint(save)
     contents: Dict[str, List[Optional[str]]] = {}
     scope = save.site.scope
     for key, value in (checkpoint.entries if checkpoint is not None else {}).items():
