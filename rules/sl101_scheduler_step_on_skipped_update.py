@@ -80,7 +80,7 @@ from steplint.rule import Finding, rule
 @rule("SL101", "scheduler-step-on-skipped-update", "Scheduler advances after an update that may have been skipped", fix=SAFE)
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
-        update = model.attempt_for(step)
+        update = model.passes.attempt_for(step)
         if update is None and model.counters.per_update_scheduler(step):
             skipped = skipped_by_the_code(model, step)
             if skipped is not None:

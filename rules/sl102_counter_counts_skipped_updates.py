@@ -62,7 +62,7 @@ def check(model):
     for increment in model.of_kind(COUNTER_INCREMENT):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
-        update = model.attempt_for(increment, before_only=False)
+        update = model.passes.attempt_for(increment, before_only=False)
         if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
             feeds = model.counters.feeds(increment) if skipped is not None else set()

@@ -52,7 +52,7 @@ def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
         if not model.counters.per_update_scheduler(step) or model.guards.gated(step.site) or not _sets_its_first_lr(step.role):
             continue
-        updates = [u for u in model.in_iteration(step, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is model.window(step.site)]
+        updates = [u for u in model.passes.in_iteration(step, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.windows.boundary(u.site) is model.windows.boundary(step.site)]
         if not updates or any(u.order < step.order for u in updates):
             continue
         update = updates[0]

@@ -41,14 +41,15 @@ left for you to change.
 
 from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import SCHEDULER_STEP
-from steplint.model.windows import assignments, counts_from_zero, indexes_its_loop, modulo_boundary, schedule_length_in_batches, visible_before
+from steplint.model.schedules import assignments, schedule_length_in_batches, visible_before
+from steplint.model.windows import counts_from_zero, indexes_its_loop, modulo_boundary
 from steplint.rule import Finding, rule
 
 
 @rule("SL107", "schedule-length-unit-mismatch", "Scheduler length counted in batches while it steps once per accumulation window", fix="unsafe")
 def check(model):
     reported = set()
-    windowed = [(e, model.window(e.site)) for e in model.of_kind(SCHEDULER_STEP) if model.window(e.site) is not None]
+    windowed = [(e, model.windows.boundary(e.site)) for e in model.of_kind(SCHEDULER_STEP) if model.windows.boundary(e.site) is not None]
     candidates = [(e, modulo_boundary(model, w)) for e, w in windowed if model.counters.per_update_scheduler(e)]
     known = assignments(model) if candidates else None
     for event, boundary in candidates:

@@ -44,11 +44,11 @@ from steplint.rule import Finding, rule
 @rule("SL301", "checkpoint-keyed-to-batch", "Checkpoint name or stored step counts batches, not updates", fix=UNSAFE)
 def check(model):
     for save in model.of_kind(CHECKPOINT_SAVE):
-        updates = [u for u in model.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is not None or u.kind == SKIPPABLE_STEP]
+        updates = [u for u in model.passes.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.windows.boundary(u.site) is not None or u.kind == SKIPPABLE_STEP]
         if not updates:
             continue
         update = updates[0]
-        windowed = model.window(update.site) is not None
+        windowed = model.windows.boundary(update.site) is not None
         if not windowed and model.counters.recipe_counts_attempts(update):
             continue
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
@@ -76,7 +76,7 @@ def _plain_mentions(node):
 
 def _use_counter(model, save, update, mentions):
     counters = [k for k in model.counters.windowed(update) if k]
-    if len(counters) != 1 or not model.same_window(update.site, save.site):
+    if len(counters) != 1 or not model.windows.same_window(update.site, save.site):
         return None
     text = counters[0].split(":", 1)[1]
     edits = tuple(Edit(*model.text.span(n), text) for n in mentions)

@@ -53,7 +53,7 @@ _WHAT = {EVALUATION: "evaluation", CHECKPOINT_SAVE: "the checkpoint", LOG: "logg
 def check(model):
     reported = set()
     for event in model.of_kind(EVALUATION, CHECKPOINT_SAVE, LOG):
-        update = model.update_outside_window(event)
+        update = model.windows.update_outside(event)
         if update is None:
             continue
         batches = model.counters.batch_indices(update.site.loop)

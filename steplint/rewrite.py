@@ -104,7 +104,7 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
         names = _COMMITTED_NAMES
-        if model.shares_its_pass(update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
+        if model.passes.shares_its_pass(update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
             optimizer = (dotted(update.optimizer) or "").replace(".", "_").lstrip("_")
             names = (f"{optimizer}_committed",) if optimizer.isidentifier() else ()
         return next((n for n in names if n not in taken), None)

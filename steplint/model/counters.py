@@ -48,7 +48,7 @@ class Counters:
                 if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
                     keys.add(self.model.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
         for increment in self._increments_by_loop.get(id(loop), ()) if counters else ():
-            if self.model.window(increment.site) is None and not self.model.guards.gated(increment.site, self.model.attempt_for(increment)):
+            if self.model.windows.boundary(increment.site) is None and not self.model.guards.gated(increment.site, self.model.passes.attempt_for(increment)):
                 keys.add(self.model.roles.key(increment.subject, increment.site.scope))  # type: ignore[arg-type]
         return keys
 
@@ -68,12 +68,12 @@ class Counters:
 
     def windowed(self, update: Event) -> Set[str]:
         """Counters advanced under the update's window boundary: they count windows (update attempts)."""
-        if self.model.window(update.site) is None:
+        if self.model.windows.boundary(update.site) is None:
             return set()
         return {
             self.model.roles.key(i.subject, i.site.scope)  # type: ignore[misc]
             for i in self.model.pass_events(update.site, COUNTER_INCREMENT)
-            if self.model.same_window(update.site, i.site)
+            if self.model.windows.same_window(update.site, i.site)
         }
 
     def derived_keys(self, increment: Event) -> Set[str]:

@@ -1,5 +1,11 @@
-"""Facts about accumulation windows that the window rules read: where a modulo boundary counts from,
-what it divides by, and what a scheduler's length was computed in.
+"""Windows: accumulation windows, the unit an attempted update is made in.
+
+Under gradient accumulation the update is attempted once per window, on the window's last
+micro-batch, under a window-boundary guard (`if (i + 1) % accum == 0:`, `if accelerator.sync_gradients:`,
+a prepared step inside `accelerator.accumulate`). The Windows facet tells which statements run once per
+window, with the update (`same_window`), and which run every micro-batch while the update runs once
+per window (`update_outside`). The functions below read the modulo boundaries the window rules check:
+where the index counts from, what it divides by, and what the window block reads.
 
 A window boundary `X % A == 0` is read as: `X` counts micro-batches, `A` is the window length. Every
 fact here is decided only when the code shows it plainly (an `enumerate` without `start`, a counter
@@ -8,24 +14,20 @@ set to 0 and incremented after the test); otherwise the answer is None and the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
-from steplint.model.roles import ACCELERATOR, CONSTRUCTOR, SCHEDULER
+from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
 from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
 
-# Scheduler arguments that say how many times it will be stepped.
-LENGTH_KEYWORDS = ("num_training_steps", "total_steps", "T_max", "total_iters", "steps_per_epoch", "max_steps")
-_LENGTH_POSITIONS = {"CosineAnnealingLR": 1, "OneCycleLR": 2}  # T_max, total_steps
-_WRAPPERS = ("tqdm", "iter", "enumerate")
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def counts_from_zero(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
     increment = increments[0]
     assignments = [(node, s) for node, s in _rebindings(model, scope, name, None) if node is not increment.node]
     starts = [s for node, s in assignments if _assigns_zero(node) and not any(l is loop for l in s.loops) and s.order < boundary.site.order]
-    return len(assignments) == len(starts) == 1 and increment.site.loop is loop and model.covers(increment.site, boundary.site)
+    return len(assignments) == len(starts) == 1 and increment.site.loop is loop and model.passes.covers(increment.site, boundary.site)
 
 
 def indexes_its_loop(boundary: ModuloBoundary) -> bool:
@@ -231,146 +233,6 @@ def reads_in_window(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
         if any(g is boundary.guard for g in site.guards) and name is not None and reads_name(node, name):
             return True
     return False
-
-
-# -- SL107: what a scheduler's length counts -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ScheduleLength:
-    """A scheduler's length argument and the `len(loader)` of the batch loop it was computed from."""
-
-    constructor: cst.Call
-    argument: cst.BaseExpression  # the length argument as written
-    loader_length: cst.Call  # `len(loader)`, maybe inside an assignment the argument reads
-    site: Site  # of the constructor
-
-
-@dataclass(frozen=True)
-class Assignments:
-    """The module's single-target assignments by (scope, target text), in program order, and the
-    schedulers they construct by role key: read once per check, looked up per event."""
-
-    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]]
-    schedulers: Dict[str, List[Tuple[cst.Call, Site]]]
-
-    def before(self, scope: Scope, name: str, order: int) -> List[cst.CSTNode]:
-        return [node for node, site in self.by_target.get((id(scope), name), ()) if site.order < order]
-
-
-def assignments(model: "ModuleModel") -> Assignments:
-    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]] = {}
-    schedulers: Dict[str, List[Tuple[cst.Call, Site]]] = {}
-    for node, site in model.structure.statements:
-        if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            continue
-        target = _single_target(node)
-        if target is not None:
-            by_target.setdefault((id(site.scope), target), []).append((node, site))
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
-            key = model.roles.key(node.targets[0].target, site.scope)
-            if key is not None:
-                schedulers.setdefault(key, []).append((node.value, site))
-    return Assignments(by_target, schedulers)
-
-
-def constructor_of(model: "ModuleModel", known: Assignments, event: Event) -> Optional[Tuple[cst.Call, Site]]:
-    """The one call that built the scheduler an event steps, by its constructor."""
-    key = model.roles.key(event.subject, event.site.scope)
-    role = event.role
-    if key is None or role is None or role.evidence < CONSTRUCTOR or len(known.schedulers.get(key, ())) != 1:
-        return None
-    call, site = known.schedulers[key][0]
-    built = model.roles.constructed(call, site.scope)
-    return (call, site) if built is not None and built.kind == SCHEDULER else None
-
-
-def length_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
-    for name in LENGTH_KEYWORDS:
-        value = keyword(call, name)
-        if value is not None:
-            return value
-    tail = last_name(call.func) or ""
-    args = positional(call)
-    position = _LENGTH_POSITIONS.get(tail, 2 if tail.startswith("get_") and tail.endswith("_with_warmup") else None)
-    return args[position] if position is not None and position < len(args) else None
-
-
-def loop_iterable(loop) -> Optional[cst.BaseExpression]:
-    """`loader` of `for ... in enumerate(tqdm(loader))`."""
-    if not isinstance(loop, cst.For):
-        return None
-    iterable = loop.iter
-    while isinstance(iterable, cst.Call) and last_name(iterable.func) in _WRAPPERS and positional(iterable):
-        iterable = positional(iterable)[0]
-    return iterable if dotted(iterable) is not None else None
-
-
-def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: Event, boundary: ModuloBoundary) -> Optional[ScheduleLength]:
-    """The scheduler's length counts the batches of the loop it steps in, once per window: it reads
-    `len(loader)` of that loop and nothing about the window length or any division."""
-    built = constructor_of(model, known, event)
-    loader = loop_iterable(event.site.loop)
-    if built is None or loader is None:
-        return None
-    call, site = built
-    argument = length_argument(call)
-    if argument is None or site.scope is not event.site.scope:
-        return None
-    expanded = list(_expanded(known, argument, site, depth=3))
-    if any(node is None for node in expanded):
-        return None
-    window = dotted(boundary.length)
-    lengths = []
-    for node in expanded:
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
-            return None
-        if isinstance(node, (cst.Name, cst.Attribute)) and window is not None and dotted(node) == window:
-            return None
-        if isinstance(node, cst.Call) and last_name(node.func) in ("ceil", "floor", "round", "int"):
-            return None
-        if isinstance(node, cst.Call) and dotted(node.func) == "len" and len(node.args) == 1 and dotted(node.args[0].value) == dotted(loader):
-            lengths.append(node)
-    if len(lengths) != 1:
-        return None
-    return ScheduleLength(call, argument, lengths[0], site)
-
-
-def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
-    """Every node of `expr`, and of the one earlier assignment in the same scope of each name it
-    reads (a few levels deep). None stands for a name assigned more than once: not one value."""
-    yield expr
-    name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
-    if name is None:
-        for child in expr.children:
-            yield from _expanded(known, child, site, depth)
-        return
-    if not depth:
-        return
-    earlier = known.before(site.scope, name, site.order)
-    if len(earlier) > 1 or any(isinstance(n, cst.AugAssign) for n in earlier):
-        yield None
-    elif earlier and earlier[0].value is not None:  # type: ignore[attr-defined]
-        yield from _expanded(known, earlier[0].value, site, depth - 1)  # type: ignore[attr-defined]
-
-
-def _single_target(node: cst.CSTNode) -> Optional[str]:
-    if isinstance(node, cst.Assign):
-        return dotted(node.targets[0].target) if len(node.targets) == 1 else None
-    return dotted(node.target)  # type: ignore[attr-defined]
-
-
-def visible_before(known: Assignments, expr: cst.BaseExpression, scope: Scope, order: int) -> bool:
-    """Every name `expr` reads is a parameter of `scope`, a global, or bound in it before `order`."""
-    for node in walk_expressions(expr):
-        if not isinstance(node, cst.Name):
-            continue
-        owner = scope.owner_of(node.value)
-        if owner is None or any(p.name.value == node.value for p in owner.params):
-            continue
-        if not known.before(owner, node.value, order):
-            return False
-    return True
 
 
 # -- accelerate: `accumulate` and `sync_gradients` as windows -------------------------------------
@@ -456,7 +318,7 @@ def cadence_reads(model: "ModuleModel", test: cst.BaseExpression, scope: Scope) 
 def window_indices(model: "ModuleModel", update: Event, batches: set) -> set:
     """Keys of names set every batch to `batch_index // accum`, `accum` the update's window length:
     they count windows, but change only on a window's first micro-batch."""
-    guard = model.window(update.site)
+    guard = model.windows.boundary(update.site)
     boundary = modulo_boundary(model, guard) if guard is not None else None
     if boundary is None:
         return set()
@@ -474,3 +336,51 @@ def window_indices(model: "ModuleModel", update: Event, batches: set) -> set:
             if key is not None:
                 found.add(key)
     return found
+
+
+class Windows:
+    """Which statements run once per window (once per attempted update) and which every micro-batch."""
+
+    def __init__(self, model: "ModuleModel"):
+        self.model = model
+        self._shared_windows: Set[int] = set()  # ids of window tests that are one window (accelerate's)
+
+    def boundary(self, site: Site) -> Optional[Guard]:
+        """The innermost window-boundary guard of a statement."""
+        found = self.model.guards.of_kind(site, WINDOW_BOUNDARY)
+        return found[-1] if found else None
+
+    def same_window(self, update: Site, other: Site) -> bool:
+        """`other` runs once per update attempt: under the update's window boundary, if it has one."""
+        boundary = self.boundary(update)
+        if boundary is None:
+            return True
+        text, flipped = self.model.guards.condition(boundary.test)
+        return any(
+            g is boundary or g.test is boundary.test and g.negated == boundary.negated
+            or self.model.guards.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self.model.guards.unchanged(boundary, g, update.scope)
+            or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
+            for g in other.guards
+        )
+
+    def update_outside(self, event: Event) -> Optional[Event]:
+        """An update of this iteration that runs once per window while `event` runs every batch."""
+        for update in self.model.passes.in_iteration(event, SKIPPABLE_STEP, OPTIMIZER_STEP):
+            if self.boundary(update.site) is not None and not self.same_window(update.site, event.site):
+                return update
+        return None
+
+    def add_accelerate_windows(self, found: AccelerateWindows) -> None:
+        """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
+        window with `if accelerator.sync_gradients:`. Without accumulation `sync_gradients` is always true."""
+        for event in self.model.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self.model.guards.mark(id(guard.test), frozenset({WINDOW_BOUNDARY}))
+                self._shared_windows.add(id(guard.test))
+        for test, accumulating in found.sync_tests.items():
+            if accumulating:
+                self._shared_windows.add(test)
+            else:
+                self.model.guards.drop(test, WINDOW_BOUNDARY)
