@@ -48,16 +48,12 @@ from steplint.model.passes import Passes
 from steplint.model.windows import Windows, accelerate_windows
 from steplint.source import Source
 
-
 __all__ = [
     "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
     "SKIPPABLE_STEP", "OPTIMIZER_STEP", "SCHEDULER_STEP", "SCALER_UPDATE", "SCALE_READ", "COUNTER_INCREMENT",
     "CHECKPOINT_SAVE", "EVALUATION", "COMMIT_GATE", "GUESSED_GATE", "WINDOW_BOUNDARY", "COMMITTED_STEP",
     "SCALED_BACKWARD", "UNSCALE", "CLIP", "ZERO_GRAD", "STEP_HOOK", "STEP_WRAPPER", "SKIP_FLAG_READ", "STATE_LOAD", "Checkpoint", "LOG", "COLLECTIVE",
 ]
-
-STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP)
-
 
 @dataclass(eq=False)
 class ModuleModel:
@@ -194,11 +190,7 @@ class ModuleModel:
 
     # -- building --------------------------------------------------------------------------------
 
-
-
-
 RUNTIME_HELPERS = (COMMITTED_STEP, "committed_hook")
-
 
 def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     """Local name -> steplint.runtime function, for the helpers the module defines or imports."""
@@ -206,12 +198,10 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     found.update({s.name.value: s.name.value for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value in RUNTIME_HELPERS})
     return found
 
-
 # Module -> (module, imports, structure, children cache) of a module built once and kept for a second
 # build: a file the run lints is summarised for the project index first, then linted with what the
 # index tells; its imports and statements are the same both times.
 _WALKED: Dict[int, tuple] = {}
-
 
 def build_model(source: Source, module: cst.Module, settings, project=None, keep_walk: bool = False) -> ModuleModel:
     """The model of a module; `project` (a steplint.project ModuleContext) adds what the rest of the
