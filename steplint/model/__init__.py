@@ -1,4 +1,9 @@
-"""The training-step model of one module, built once and read by every rule (DESIGN.md §4)."""
+"""The training-step model of one module, built once and read by every rule (DESIGN.md §4).
+
+`ModuleModel` holds the parse, the roles and the step's events, and one facet per concern (see
+README.md here): `text` (spans, rows), `guards` (what each test means), `passes` (same-pass
+relations), `windows` (once per window or per micro-batch), `counters` (what counters count and
+feed), `state` (checkpoints and resume). Each facet computes its facts once and memoises them."""
 
 from __future__ import annotations
 
@@ -48,12 +53,14 @@ from steplint.model.passes import Passes
 from steplint.model.windows import Windows, accelerate_windows
 from steplint.source import Source
 
+
 __all__ = [
     "ModuleModel", "build_model", "Event", "Guard", "Site", "Scope",
     "SKIPPABLE_STEP", "OPTIMIZER_STEP", "SCHEDULER_STEP", "SCALER_UPDATE", "SCALE_READ", "COUNTER_INCREMENT",
     "CHECKPOINT_SAVE", "EVALUATION", "COMMIT_GATE", "GUESSED_GATE", "WINDOW_BOUNDARY", "COMMITTED_STEP",
     "SCALED_BACKWARD", "UNSCALE", "CLIP", "ZERO_GRAD", "STEP_HOOK", "STEP_WRAPPER", "SKIP_FLAG_READ", "STATE_LOAD", "Checkpoint", "LOG", "COLLECTIVE",
 ]
+
 
 @dataclass(eq=False)
 class ModuleModel:
@@ -188,9 +195,9 @@ class ModuleModel:
             found[site.scope.name].append((node, site))
         return found
 
-    # -- building --------------------------------------------------------------------------------
 
 RUNTIME_HELPERS = (COMMITTED_STEP, "committed_hook")
+
 
 def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     """Local name -> steplint.runtime function, for the helpers the module defines or imports."""
@@ -198,10 +205,12 @@ def _helpers(imports: ImportMap, module: cst.Module) -> Dict[str, str]:
     found.update({s.name.value: s.name.value for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value in RUNTIME_HELPERS})
     return found
 
+
 # Module -> (module, imports, structure, children cache) of a module built once and kept for a second
 # build: a file the run lints is summarised for the project index first, then linted with what the
 # index tells; its imports and statements are the same both times.
 _WALKED: Dict[int, tuple] = {}
+
 
 def build_model(source: Source, module: cst.Module, settings, project=None, keep_walk: bool = False) -> ModuleModel:
     """The model of a module; `project` (a steplint.project ModuleContext) adds what the rest of the

@@ -30,7 +30,6 @@ _LENGTH_POSITIONS = {"CosineAnnealingLR": 1, "OneCycleLR": 2}  # T_max, total_st
 _WRAPPERS = ("tqdm", "iter", "enumerate")
 
 
-
 @dataclass(frozen=True)
 class ScheduleLength:
     """A scheduler's length argument and the `len(loader)` of the batch loop it was computed from."""
