@@ -160,7 +160,6 @@ class State:
         return self.model.roles.key(event.subject, event.site.scope) if body and all(map(_advances_a_schedule, body)) else None
 
 
-
 def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpression) -> Optional[Checkpoint]:
     """What `save` stores when it stores `stored`: a dict literal, a dict built key by key, `self.state_dict()`."""
     if isinstance(stored, cst.Dict):

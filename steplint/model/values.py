@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from steplint.model import ModuleModel
 
 
-
 def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scope) -> bool:
     """`accum` is 1 in every run the project shows: set to 1, and changed only in a branch whose test
     is false for the values the function's callers pass (`accum = 1; if batch_size > MAX: accum =

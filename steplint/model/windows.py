@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from steplint.model import ModuleModel
 
 
-
 @dataclass(frozen=True)
 class ModuloBoundary:
     """`X % A == 0` (or `(X + 1) % A == 0`, or their `!=` under a negated guard) as a window test."""
