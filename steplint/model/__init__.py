@@ -127,9 +127,7 @@ class ModuleModel:
             return found
         return self.remember(("events_in",) + kinds, compute).get(id(scope), [])
 
-    # -- guards ----------------------------------------------------------------------------------
-
-    # -- relations between events ----------------------------------------------------------------
+    # -- objects and places ----------------------------------------------------------------------
 
     def same_object(self, a: Event, b: Event) -> bool:
         """Two events on one object (the same scaler or optimizer), by its key in their scopes."""

@@ -33,6 +33,8 @@ _DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_
 
 
 class Counters:
+    """What the counters of one module count and feed (memoised per module, counter or loop)."""
+
     def __init__(self, model: "ModuleModel"):
         self.model = model
 

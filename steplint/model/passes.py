@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 
 class Passes:
+    """How the events of one pass relate: exclusive, covering, the update an event follows."""
+
     def __init__(self, model: "ModuleModel"):
         self.model = model
 
