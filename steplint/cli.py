@@ -515,11 +515,11 @@ def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
 
 
 @main.command("rule")
-@click.argument("code", required=False)
+@click.argument("code", metavar="CODE_OR_NAME", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rule_command(code, show_all, output_format) -> None:
-    """Print a rule's documentation, or list the catalogue with --all."""
+    """Print a rule's documentation (by code, SL101, or name, scheduler-step-on-skipped-update), or list the catalogue with --all."""
     rules = all_rules()
     if show_all or not code:
         if output_format == "json":
@@ -530,13 +530,19 @@ def rule_command(code, show_all, output_format) -> None:
             for row in rows:
                 click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
         return
-    found = rules.get(code.upper())
+    found = _rule_named(rules, code)
     if found is None:
-        raise click.UsageError(f"unknown rule code {code!r}; `steplint rule --all` lists them")
+        raise click.UsageError(f"unknown rule {code!r}; `steplint rule --all` lists the codes and names")
     if output_format == "json":
         click.echo(json.dumps(_rule_dict(found), indent=2))
     else:
         click.echo(f"# {found.name} ({found.code})\n\n{_fix_word(found.fix).capitalize()}.\n\n{found.doc}")
+
+
+def _rule_named(rules, code_or_name: str):
+    """A rule by its code (`SL101`) or its kebab-case name (`scheduler-step-on-skipped-update`), as ruff takes either."""
+    by_name = {r.name: r for r in rules.values()}
+    return rules.get(code_or_name.upper()) or by_name.get(code_or_name.lower())
 
 
 def _fix_word(fix: Optional[str]) -> str:
