@@ -42,8 +42,8 @@ def watch(check_once: Callable[[], None], files_now: Callable[[], Iterable[str]]
     """Run `check_once`, then again after each change to the files `files_now` lists (asked anew each
     poll, so new files count) or to their configuration; until interrupted."""
     while True:
+        before = snapshot(files_now())  # taken first: a change made while the check runs starts another
         check_once()
-        before = snapshot(files_now())
         say("Watching for file changes (Ctrl-C stops).")
         while snapshot(files_now()) == before:
             time.sleep(POLL_SECONDS)

@@ -3,8 +3,11 @@ fixable/unfixable, --show-settings/--show-files, the CLI's exclude and per-file-
 --isolated, --ignore-noqa, --add-noqa=REASON."""
 
 import json
+import queue
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -211,3 +214,46 @@ def test_check_help_is_grouped_as_ruffs():
     assert "--isolated" in sections["Global options"] and "--fix" in sections["Options"]
     listed = [o for names in sections.values() for o in names]
     assert len(listed) == len(set(listed))
+
+
+def _lines_of(process):
+    """The process's stdout lines, read by a thread so that a wait for one is bounded."""
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    return lines
+
+
+def _wait_for(lines, wanted, seconds=120):
+    """Lines up to the first that holds `wanted`; fails after `seconds` (a bound, not a timing)."""
+    seen = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        seen.append(line)
+        if wanted in line:
+            return seen
+    raise AssertionError(f"no {wanted!r} in {seen!r}")
+
+
+def test_watch_checks_again_when_a_file_changes(tmp_path):
+    target = tmp_path / "train.py"
+    target.write_text(BUGGY)
+    process = subprocess.Popen([sys.executable, "-m", "steplint", "check", "--watch", "--no-cache", "--output-format", "concise", "train.py"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        lines = _lines_of(process)
+        first = _wait_for(lines, "Found 1 error")
+        assert any("train.py:" in line and "SL101" in line for line in first)
+        target.write_text(FIXED)
+        assert not any("SL101" in line for line in _wait_for(lines, "All checks passed!"))
+        target.write_text(BUGGY)  # and again: the watch goes on
+        assert any("SL101" in line for line in _wait_for(lines, "Found 1 error"))
+        (tmp_path / "steplint.toml").write_text('ignore = ["SL101"]\n')  # a new configuration is read
+        _wait_for(lines, "All checks passed!")
+        assert process.poll() is None
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
