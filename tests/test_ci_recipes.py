@@ -72,8 +72,7 @@ def test_precommit_at_a_pinned_commit_runs_as_written(tmp_path):
     project.mkdir()
     (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     (project / "train.py").write_text(BUGGY)
-    (project / "legacy.py").write_text(BUGGY)
-    (project / "pyproject.toml").write_text('[tool.steplint]\nper-file-ignores = { "legacy.py" = [] }\nunfixable = ["SL1"]\n')
+    (project / "pyproject.toml").write_text('[tool.steplint]\nunfixable = ["SL1"]\n')
     for command in (["init", "-q"], ["add", "."]):
         subprocess.run(["git", *command], cwd=project, check=True)
     env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"))
