@@ -439,8 +439,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, noqa_reason, sel
     if fix_only:
         _fix_only_summary(reports, diff, quiet)
         fixed_any = any(r.fixed for r in reports)
-        sys.exit(_exit_status(diagnostics, any(r.diff for r in reports) if diff else False, exit_zero, exit_non_zero_on_fix and fixed_any and not diff)
-                 if not _internal_errors(diagnostics) or exit_zero else 2)
+        sys.exit(_exit_status(diagnostics, diff and any(r.diff for r in reports), exit_zero, exit_non_zero_on_fix and fixed_any and not diff))
     if add_noqa:
         added = sum(r.noqa_added for r in reports)
         click.echo(f"Added {added} noqa {'directive' if added == 1 else 'directives'}.", err=quiet)
