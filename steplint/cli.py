@@ -25,7 +25,7 @@ from steplint.engine import (
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
-from steplint.report import FORMATS, MACHINE_FORMATS
+from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES
 from steplint.rule import all_rules
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
@@ -447,7 +447,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, noqa_reason, sel
     if diff:
         click.echo("".join(r.diff for r in reports), nl=False)
     else:
-        rendered = _statistics(diagnostics, output_format) if statistics else FORMATS[output_format](diagnostics, sources)
+        rendered = _statistics(diagnostics, output_format) if statistics else _render(output_format, diagnostics, sources, mode)
         if output_file:
             with open(output_file, "w", encoding="utf-8") as handle:
                 handle.write(rendered if color == "always" else click.unstyle(rendered))
@@ -537,6 +537,13 @@ def _watch(ctx: click.Context, paths) -> None:
         sys.exit(0)
 
 
+def _render(output_format: str, diagnostics: List[Diagnostic], sources: Dict[str, str], mode: Mode) -> str:
+    """The report in the format; `[*]` marks what `--fix` would apply under this run's --unsafe-fixes."""
+    if output_format in MARKS_FIXES:
+        return FORMATS[output_format](diagnostics, sources, unsafe_fixes=mode.unsafe_fixes)
+    return FORMATS[output_format](diagnostics, sources)
+
+
 def _exit_status(diagnostics: List[Diagnostic], found: bool, exit_zero: bool, fixed_and_asked: bool) -> int:
     """2: an internal error left a file unchecked; 1: diagnostics (or the diff) remain, or fixes were
     applied under --exit-non-zero-on-fix; 0 otherwise. --exit-zero makes 2 and 1 into 0, but not
@@ -592,7 +599,7 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         project = _project_index([path], lambda p: resolver.settings_for(p).excluded(p), resolver, mode, {path: text}) if name else None
         report, written = checked_text(path, text, settings, mode, project.context_for(path) if project else None), None
     _file_messages([report], verbose)
-    rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
+    rendered = _render(output_format, report.diagnostics, {path: report.text}, mode)
     if mode.fix or mode.add_noqa:
         click.echo(written or (text if notebook.is_notebook(path) else report.text), nl=False)
         click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))

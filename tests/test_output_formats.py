@@ -44,6 +44,16 @@ def test_concise_marks_safe_fixes_as_ruff_does(tree):
     assert [" [*] " in line for line in lines] == [d["fix"] is not None and d["fix"]["applicability"] == "safe" for d in fixable]
 
 
+def test_unsafe_fixes_are_marked_only_under_unsafe_fixes(tmp_path):
+    target = FIXTURES / "SL301" / "batch_index_names.py"  # its fix is unsafe
+    found = json.loads(steplint("--output-format", "json", str(target), cwd=tmp_path).stdout)
+    assert found and all(d["fix"] and d["fix"]["applicability"] == "unsafe" for d in found)
+    for output_format in ("concise", "grouped"):
+        plain = steplint("--output-format", output_format, "-q", "--color", "never", str(target), cwd=tmp_path).stdout
+        marked = steplint("--output-format", output_format, "-q", "--color", "never", "--unsafe-fixes", str(target), cwd=tmp_path).stdout
+        assert "[*]" not in plain and marked.count("[*]") == len(found)
+
+
 def test_json_filename_is_absolute(tree):
     [*items] = json.loads(steplint("--output-format", "json", "src/train.py", cwd=tree).stdout)
     assert items and {d["filename"] for d in items} == {str((tree / "src" / "train.py").resolve())}

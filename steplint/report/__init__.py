@@ -16,5 +16,7 @@ FORMATS = {
     "rdjson": rdjson.render,
     "azure": azure.render,
 }
+# Formats that mark fixable diagnostics with `[*]`: they take `unsafe_fixes` too.
+MARKS_FIXES = ("concise", "grouped")
 # Formats a program reads: no summary after them (the summary goes nowhere for `-o FILE` either).
 MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint", "rdjson", "azure")

@@ -12,7 +12,7 @@ from steplint.diagnostic import Diagnostic
 from steplint.report.concise import fixable_marker
 
 
-def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
+def render(diagnostics: List[Diagnostic], sources: Dict[str, str], unsafe_fixes: bool = False) -> str:
     parts = []
     for path, group in groupby(diagnostics, key=lambda d: d.path):
         group = list(group)
@@ -21,6 +21,6 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
         parts.append(f"{click.style(path, bold=True, underline=True)}:\n")
         for d in group:
             where = f"{'cell ' + str(d.cell) + ':' if d.cell is not None else ''}{d.row:>{rows}}:{d.column:<{columns}}"
-            parts.append(f"  {where} {click.style(d.code, fg='red', bold=True)} {fixable_marker(d)}{d.message}\n")
+            parts.append(f"  {where} {click.style(d.code, fg='red', bold=True)} {fixable_marker(d, unsafe_fixes)}{d.message}\n")
         parts.append("\n")
     return "".join(parts)

@@ -29,7 +29,7 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
             "message": d.message,
             "location": {"path": absolute(d.path), "range": where},
             "severity": "ERROR",
-            "code": {"value": d.code, "url": d.url},
+            "code": {"value": d.code, **({"url": d.url} if d.url else {})},  # (a rule without a hosted page has none)
         }
         if d.fix is not None and in_file:
             item["suggestions"] = [{"range": {"start": _position(source, e.start), "end": _position(source, e.end)}, "text": e.content}
