@@ -36,6 +36,17 @@ def project(tmp_path):
     return tmp_path
 
 
+def test_install_lines_are_requirements_pip_reads():
+    from packaging.requirements import Requirement
+
+    github = [step["run"] for step in next(iter(recipes()[0]["jobs"].values()))["steps"] if step.get("run", "").startswith("pip install")]
+    gitlab = [line for line in recipes()[1]["steplint"]["script"] if line.startswith("pip install")]
+    for line in github + gitlab:
+        [spec] = shlex.split(line)[2:]
+        requirement = Requirement(spec.replace("REPOSITORY_URL", f"file://{ROOT}").replace("COMMIT_SHA", "0" * 40))
+        assert requirement.name == "steplint" and requirement.url.startswith("git+file://")
+
+
 def test_github_job_annotates_and_uploads_the_sarif_it_wrote(project):
     [job] = recipes()[0]["jobs"].values()
     commands = [step["run"] for step in job["steps"] if step.get("run", "").startswith("steplint")]

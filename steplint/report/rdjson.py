@@ -35,5 +35,5 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
             item["suggestions"] = [{"range": {"start": _position(source, e.start), "end": _position(source, e.end)}, "text": e.content}
                                    for e in sorted(set(d.fix.edits))]
         items.append(item)
-    report = {"source": {"name": "steplint", "url": "https://github.com/steplint/steplint"}, "severity": "ERROR", "diagnostics": items}
+    report = {"source": {"name": "steplint"}, "severity": "ERROR", "diagnostics": items}
     return json.dumps(report, indent=2) + "\n"
