@@ -529,7 +529,7 @@ def _watch(ctx: click.Context, paths) -> None:
             resolver = Resolver(Overrides(), ctx.params["config_file"], ctx.params["isolated"])
             return _discovered(paths, resolver, ctx.params["force_exclude"])[0]
         except ConfigError:  # a configuration being edited: watch the paths named until it reads again
-            return list(paths or ("."))
+            return list(paths or (".",))
 
     try:
         watch.watch(check_once, files_now, lambda message: click.echo(f"steplint: {message}", err=True))
