@@ -263,6 +263,9 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool, t
         while following in answered:
             yield answered.pop(following)
             following += 1
+    while following in answered:  # the cache answered the rest (or everything: nothing went to the pool)
+        yield answered.pop(following)
+        following += 1
 
 
 def _answered_without_analysis(path: str, settings: Settings, project, text: Optional[str], analysed: bool) -> Optional[FileReport]:
