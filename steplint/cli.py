@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import click
 
-from steplint import __version__, notebook
+from steplint import __version__, interrupt, notebook
 from steplint.config import ConfigError, Overrides, Resolver, Settings
 from steplint import cache
 from steplint.diagnostic import Diagnostic
@@ -90,6 +90,8 @@ def checked_text(path: str, text: str, settings: Settings, mode: Mode, project=N
     try:
         return check_text(path, text, settings, mode, project)
     except Exception as error:  # a bug in steplint costs this file's results, never the run's
+        if interrupt.received():  # not a bug: Ctrl-C, met in another form while it unwound
+            raise interrupt.Interrupted() from error
         return _internal_error_report(path, text, error, _short_traceback(error))
 
 
@@ -293,6 +295,7 @@ def run() -> None:
     """The `steplint` command: `main`, then an exit without the interpreter's teardown once the
     output is flushed. A run over a tree leaves ~10^6 small objects (parse trees kept for the lint,
     summaries); freeing them one by one at shutdown took seconds and changes nothing."""
+    interrupt.install()
     code = 0
     try:
         main()
@@ -301,11 +304,15 @@ def run() -> None:
         if not isinstance(code, int):  # sys.exit("message"), as Python would
             print(code, file=sys.stderr)
             code = 1
+    except interrupt.Interrupted:  # in any phase; the command's own cleanup has run
+        code = interrupt.EXIT_STATUS
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (`steplint check | head`): nothing more to say
             pass
+    if code == interrupt.EXIT_STATUS and interrupt.received():
+        interrupt.exit_interrupted()
     os._exit(code)
 
 
@@ -345,6 +352,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
     """Check PATHS (files or folders; default: the current folder; `-` for stdin)."""
     mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, use_cache=not no_cache)
     pool = Pool(jobs or available_cores())  # (its workers start only if the work pays for them)
+    click.get_current_context().call_on_close(pool.close)  # however the command ends (Ctrl-C in any phase)
     try:
         resolver = Resolver(Overrides(_codes(select), _codes(ignore), _codes(extend_select)), config_file)
         if paths == ("-",) or (stdin_filename and not paths):
@@ -375,12 +383,9 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         sys.exit(2)
     if not files:
         click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
-    try:
+    try:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
         reports = _with_progress(_run(work, mode, pool, texts, analysed), len(work))
-    except KeyboardInterrupt:
-        click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
-        sys.exit(130)
-    finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
+    finally:
         pool.close()
     _file_messages(reports, verbose)
     diagnostics = [d for r in reports for d in r.diagnostics]
@@ -553,8 +558,11 @@ def _rule_dict(r) -> dict:
 @main.command("server")
 def server_command() -> None:
     """Run the language server over stdio, for editors (alias: lsp)."""
+    import signal
+
     from steplint.server import serve  # pygls loads only for the server
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is the server's own to handle
     serve()
 
 

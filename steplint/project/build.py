@@ -231,13 +231,13 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     """The summary of one module's text (with the roles its callers give its parameters), or None
     when it does not parse or nests too deeply to analyse. `keep_as`: the path of the file's lint
     later in the run, which then reuses this parse."""
+    import libcst as cst  # (outside the try: its except clause names it)
+
+    from steplint.engine import parse_and_keep
+    from steplint.model import build_model
+    from steplint.project.summarize import summarize
+
     try:
-        import libcst as cst
-
-        from steplint.engine import parse_and_keep
-        from steplint.model import build_model
-        from steplint.project.summarize import summarize
-
         module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(text)
         return summarize(build_model(Source(relative, text), module, settings, roles, keep_walk=keep_as is not None), relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
