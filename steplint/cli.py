@@ -359,17 +359,17 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
             _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color)
             return
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
-        files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
+        files, unreachable = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
         collect_garbage_rarely()
-        if not missing and _first_large_run(files, resolver, mode):
+        if _first_large_run(files, resolver, mode):
             pool.start(import_analysis)
-        texts = _readable_texts(files) if not missing else {}
+        texts = _readable_texts(files)
         analysed = {p for p, text in texts.items() if needs_analysis(text)}
         from steplint.project.build import MAX_FILE_BYTES
 
         # (Texts that may be over the index's byte limit are left for it to read, and skip, itself.)
         small = {p: text for p, text in texts.items() if len(text) * 4 <= MAX_FILE_BYTES}
-        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed]) if not missing else None
+        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed])
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         pool.close()
@@ -377,10 +377,8 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         sys.exit(2)
     for note in project.notes if project else ():
         click.echo(f"steplint: note: {note}", err=True)
-    for path in missing:
-        click.echo(f"steplint: error: {path}: no such file or directory", err=True)
-    if missing:
-        sys.exit(2)
+    for problem in unreachable:  # the rest is checked, and the exit status is theirs
+        click.echo(f"steplint: warning: {problem}", err=True)
     if not files:
         click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
     try:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write

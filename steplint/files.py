@@ -143,31 +143,33 @@ def _python_file(path: str) -> bool:
 def discover(
     paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False, included: Callable[[str], bool] = _python_file
 ) -> Tuple[List[str], List[str]]:
-    """Files to check under the paths, and the paths that do not exist.
+    """Files to check under the paths, and what could not be looked at ("path: why"): a path that
+    does not exist (editors and pre-commit hand over deleted or renamed files), a folder that cannot
+    be listed. The caller warns of those and checks the rest, as ruff does.
 
     Folders are walked for the files that `included` accepts (the `include` globs), skipping
     virtualenvs, what `excluded` says (the configured exclude globs) and what .gitignore ignores.
     A file named explicitly is checked unless `force_exclude` (then both settings apply to it).
     """
     found: List[str] = []
-    missing: List[str] = []
+    unreachable: List[str] = []
     seen = set()
     for path in paths:
         if not os.path.lexists(path):
-            missing.append(path)
+            unreachable.append(f"{path}: no such file or directory")
             continue
         if force_exclude and (excluded(path) or (not os.path.isdir(path) and not included(path))):
             continue
         if not os.path.isdir(path):
             candidates: Iterator[str] = iter([path])
         else:
-            candidates = _walk(path, _ancestors_gitignore(path), excluded, included)
+            candidates = _walk(path, _ancestors_gitignore(path), excluded, included, unreachable)
         for candidate in candidates:
             key = os.path.normpath(candidate)
             if key not in seen:
                 seen.add(key)
                 found.append(key)
-    return found, missing
+    return found, unreachable
 
 
 def _ancestors_gitignore(path: str) -> _GitIgnore:
@@ -218,11 +220,12 @@ def _global_excludes_file() -> Optional[str]:
     return os.path.join(config_home, "git", "ignore")
 
 
-def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], included: Callable[[str], bool]) -> Iterator[str]:
+def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], included: Callable[[str], bool], unreachable: List[str]) -> Iterator[str]:
     ignore = ignore.extended(os.path.abspath(folder))
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
+    except OSError as error:
+        unreachable.append(f"{folder}: cannot read folder: {error.strerror or error}; its files were not checked")
         return
     for entry in entries:
         absolute = os.path.abspath(entry.path)
@@ -233,6 +236,6 @@ def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], incl
         if is_dir:
             if entry.is_symlink() or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or excluded(entry.path):
                 continue
-            yield from _walk(entry.path, ignore, excluded, included)
+            yield from _walk(entry.path, ignore, excluded, included, unreachable)
         elif included(entry.path) and not ignore.ignored(absolute, False) and not excluded(entry.path):
             yield entry.path

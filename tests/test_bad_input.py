@@ -303,3 +303,42 @@ def test_two_fix_runs_at_once(tree):
     assert [run.returncode for run in runs] == [0, 0], results
     assert all(p.read_text() == FIXED for p in paths + [tree / "good.py"])
     assert not list(tree.rglob(".steplint-*"))
+
+
+# -- paths -------------------------------------------------------------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_is_checked_and_fixed(tree):
+    name = os.fsdecode(b"caf\xe9.py")
+    (tree / name).write_text(BUGGY)
+    for jobs in ("1", "2"):  # (a project index of one file, and the cache, read the name too)
+        done = check_json(tree, "-j", jobs)
+        assert done.returncode == 1 and reported(done) == {(name, "SL101"), ("good.py", "SL101")}, done.stderr
+    done = steplint("check", "--fix", tree)
+    assert done.returncode == 0, done.stderr
+    assert (tree / name).read_text() == FIXED and (tree / "good.py").read_text() == FIXED
+
+
+@pytest.mark.parametrize("named", ["deleted.py", "gone/"])
+def test_a_path_that_does_not_exist_is_named_and_the_others_are_checked(tree, named):
+    """pre-commit and editors hand over files deleted or renamed since: a warning, as ruff gives."""
+    done = steplint("check", "--output-format", "json", tree / named, tree / "good.py")
+    assert done.returncode == 1
+    assert reported(done) == {("good.py", "SL101")}
+    assert f"steplint: warning: {tree / named}: no such file or directory" in done.stderr
+    clean = tree / "clean.py"
+    clean.write_text("x = 1\n")
+    assert steplint("check", tree / named, clean).returncode == 0  # the status is what the files found
+
+
+def test_an_unreadable_folder_is_named_in_a_warning(tree):
+    folder = tree / "private"
+    folder.mkdir()
+    (folder / "train.py").write_text(BUGGY)
+    folder.chmod(0)
+    try:
+        done = check_json(tree, as_user=True)
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 1 and reported(done) == {("good.py", "SL101")}
+    assert f"steplint: warning: {folder}: cannot read folder: Permission denied; its files were not checked" in done.stderr

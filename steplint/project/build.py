@@ -224,7 +224,8 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], po
 def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
     given = roles.fingerprint() if roles is not None else ""
     # (with the analyzer's own files, as the diagnostics' keys: an edited summarizer must not answer from old entries)
-    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{code_signature()}\0{relative}\0{given}\0{text}".encode()).hexdigest()
+    # (surrogatepass: a file name that is not UTF-8 comes from the OS with escapes that strict UTF-8 refuses)
+    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{code_signature()}\0{relative}\0{given}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None, keep_as: Optional[str] = None) -> Optional[ModuleSummary]:
