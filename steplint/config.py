@@ -193,11 +193,15 @@ def find_config(folder: str) -> Optional[str]:
 
 
 def _has_steplint_table(pyproject: str) -> bool:
+    """Whether a pyproject.toml configures steplint. One that is not TOML may well (and ruff and pip
+    refuse it too): an error, never a silent fallback to the defaults."""
     try:
         with open(pyproject, "rb") as handle:
             return "steplint" in tomllib.load(handle).get("tool", {})
-    except (OSError, tomllib.TOMLDecodeError):
+    except OSError:
         return False
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
 
 
 @dataclass(frozen=True)
