@@ -21,7 +21,7 @@ from steplint.engine import (
     INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, import_analysis, internal_error, lint_source,
     needs_analysis,
 )
-from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
+from steplint.files import FileError, NotRegularFile, decode_source, discover, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS
@@ -451,12 +451,21 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     """Editors pipe a buffer in: diagnostics to stdout, or with --fix the fixed source to stdout and
     the remaining diagnostics to stderr."""
     path = name or "-"
-    text = click.get_text_stream("stdin").read()
+    raw = click.get_binary_stream("stdin").read()
     settings = resolver.settings_for(path)
     if force_exclude and name and settings.excluded(path):
         if mode.fix:
-            click.echo(text, nl=False)
+            _write_stdout(raw)
         sys.exit(0)
+    try:  # as a file is read: its BOM, declared encoding and line breaks kept
+        source = decode_source(raw)
+    except FileError as error:
+        if mode.fix or mode.add_noqa:
+            _write_stdout(raw)
+        undecodable = [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else []
+        click.echo(FORMATS[output_format](undecodable, {path: ""}), nl=False, err=mode.fix or mode.add_noqa)
+        sys.exit(_exit_status(undecodable, bool(undecodable), exit_zero, False))
+    text = source.text
     if notebook.is_notebook(path):
         report, written = check_notebook(path, text, settings, mode)
     else:
@@ -465,7 +474,7 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     _file_messages([report], verbose)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:
-        click.echo(written or (text if notebook.is_notebook(path) else report.text), nl=False)
+        _write_stdout((written or (text if notebook.is_notebook(path) else report.text)).encode(source.encoding))
         click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))
     elif mode.diff:
         click.echo(report.diff, nl=False)
@@ -473,6 +482,14 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         click.echo(rendered, nl=False, color=use_color(color, sys.stdout))
     found = bool(report.diff) if mode.diff else bool(report.diagnostics)
     sys.exit(_exit_status(report.diagnostics, found, exit_zero, bool(exit_non_zero_on_fix and report.fixed and not mode.diff)))
+
+
+def _write_stdout(data: bytes) -> None:
+    """Source text to stdout, as bytes: no newline translation, in the source's own encoding."""
+    sys.stdout.flush()
+    stream = click.get_binary_stream("stdout")
+    stream.write(data)
+    stream.flush()
 
 
 def _statistics(diagnostics: List[Diagnostic], output_format: str) -> str:

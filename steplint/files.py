@@ -51,6 +51,12 @@ def read_text(path: str) -> TextFile:
             raw = handle.read()
         except OSError as error:
             raise FileError(_cannot_read(path, error)) from None
+    return decode_source(raw)
+
+
+def decode_source(raw: bytes) -> TextFile:
+    """Python source bytes as Python reads them: UTF-8 (a BOM kept as the encoding "utf-8-sig") or
+    the declared encoding, line breaks as they are; FileError says why not."""
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise FileError("cannot decode file: it is UTF-16 or UTF-32 (byte order mark); Python source is UTF-8 or declares an 8-bit encoding")
     try:

@@ -342,3 +342,33 @@ def test_an_unreadable_folder_is_named_in_a_warning(tree):
         folder.chmod(0o755)
     assert done.returncode == 1 and reported(done) == {("good.py", "SL101")}
     assert f"steplint: warning: {folder}: cannot read folder: Permission denied; its files were not checked" in done.stderr
+
+
+# -- stdin -------------------------------------------------------------------------------------------
+
+
+def stdin_run(data: bytes, *args):
+    return subprocess.run([sys.executable, "-m", "steplint", "check", *args, "-"], input=data, capture_output=True, timeout=300)
+
+
+def test_stdin_that_is_not_utf8_is_sl001_not_a_traceback():
+    done = stdin_run(b"scaler = None\nname = 'caf\xe9'\n", "--output-format", "json")
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    [diagnostic] = json.loads(done.stdout)
+    assert diagnostic["code"] == "SL001" and "invalid byte 0xe9 on line 2" in diagnostic["message"]
+    fixed = stdin_run(b"name = 'caf\xe9'\n", "--fix")
+    assert fixed.stdout == b"name = 'caf\xe9'\n" and b"SL001" in fixed.stderr  # the buffer back, unchanged
+
+
+def test_stdin_with_a_utf8_bom_is_read_as_python_reads_it():
+    source = "\ufeff" + BUGGY
+    done = stdin_run(source.encode("utf-8"), "--output-format", "json")
+    assert [d["code"] for d in json.loads(done.stdout)] == ["SL101"]
+    fixed = stdin_run(source.encode("utf-8"), "--fix")
+    assert fixed.stdout == ("\ufeff" + FIXED).encode("utf-8")
+
+
+def test_stdin_fix_keeps_crlf_line_breaks():
+    fixed = stdin_run(BUGGY.replace("\n", "\r\n").encode(), "--fix")
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout == FIXED.replace("\n", "\r\n").encode()
