@@ -756,6 +756,10 @@ class ModuleModel:
         return self.rows(best[2]) if best else self.rows(node)
 
     def text(self, node: cst.CSTNode) -> str:
+        """The node's source text; for a node that is in no source (the project index composes
+        `self._scaler` for a callee's `self._scaler` reached through `self.helper()`), its code."""
+        if self.positions.get(node) is None:
+            return cst.Module(body=[]).code_for_node(node)
         start, end = self.span(node)
         return self.source.text[start:end]
 
