@@ -82,9 +82,16 @@ def _cannot_read(path: str, error: OSError) -> str:
 
 
 def write_text(path: str, file: TextFile, text: str) -> None:
-    """Write atomically (a temporary file in the same folder, renamed over the original), keeping
-    mode, encoding and BOM: an interrupted or concurrent run leaves the old or the new file, never a
-    part of one. A file the user may not write is not replaced, even though a rename could."""
+    """Write the fixed text, keeping the file's identity: mode, owner and group, hard links,
+    encoding and BOM. A file the user may not write is not replaced, even though a rename could.
+
+    Atomically where that keeps the identity: a temporary file in the same folder, given the
+    original's mode, owner and group, renamed over it (an interrupted or concurrent run leaves the
+    old or the new file, never a part of one). A rename gives the path a new inode, though: a file
+    with other hard links would lose them (they keep the old text), and one whose owner cannot be
+    given to the temporary file (a user fixing another user's file in a shared folder) would change
+    owner. Those are written in place, as ruff writes every file: the text is complete in memory and
+    verified (it parses) before the first byte is written, so only a crash mid-write can cut it."""
     try:
         data = text.encode(file.encoding)
     except UnicodeEncodeError:
@@ -93,21 +100,46 @@ def write_text(path: str, file: TextFile, text: str) -> None:
     if not os.access(target, os.W_OK):
         raise FileError("cannot write the fixed file: it is read-only; the file was left unmodified")
     temporary = None
+    where = "the file"
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
+        original = os.stat(target)
+        if original.st_nlink == 1:
+            where = "its folder"
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
+            where = "the file"
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            if _same_owner(temporary, original):
+                os.chmod(temporary, stat.S_IMODE(original.st_mode))
+                os.replace(temporary, target)
+                return
+        _write_in_place(target, data)
     except OSError as error:
-        where = "its folder" if temporary is None else "the file"
         raise FileError(f"cannot write the fixed file ({where}: {error.strerror or error}); the file was left unmodified") from None
     finally:
         if temporary is not None and os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _same_owner(temporary: str, original: os.stat_result) -> bool:
+    """Give the temporary file the original's owner and group; whether it has them now."""
+    made = os.stat(temporary)
+    if (made.st_uid, made.st_gid) != (original.st_uid, original.st_gid):
+        try:
+            os.chown(temporary, original.st_uid, original.st_gid)
+        except OSError:
+            return False
+    return True
+
+
+def _write_in_place(target: str, data: bytes) -> None:
+    with open(target, "r+b") as out:
+        out.write(data)
+        out.truncate()
+        out.flush()
+        os.fsync(out.fileno())
 
 
 @dataclass(frozen=True)

@@ -372,3 +372,28 @@ def test_stdin_fix_keeps_crlf_line_breaks():
     fixed = stdin_run(BUGGY.replace("\n", "\r\n").encode(), "--fix")
     assert fixed.returncode == 0, fixed.stderr
     assert fixed.stdout == FIXED.replace("\n", "\r\n").encode()
+
+
+# -- the fixed file's identity -------------------------------------------------------------------------
+
+
+def test_fix_keeps_the_owner_group_and_mode_of_another_users_file(tree):
+    if os.geteuid() != 0:
+        pytest.skip("only root can make a file another user's")
+    (tree / "good.py").chmod(0o640)
+    os.chown(tree / "good.py", 12345, 23456)
+    done = steplint("check", "--fix", tree)
+    assert done.returncode == 0, done.stderr
+    after = os.stat(tree / "good.py")
+    assert (after.st_uid, after.st_gid, after.st_mode & 0o7777) == (12345, 23456, 0o640)
+    assert (tree / "good.py").read_text() == FIXED
+
+
+def test_fix_keeps_hard_links(tree):
+    os.link(tree / "good.py", tree / "linked.txt")
+    inode = os.stat(tree / "good.py").st_ino
+    done = steplint("check", "--fix", tree / "good.py")
+    assert done.returncode == 0, done.stderr
+    assert os.stat(tree / "good.py").st_ino == inode and os.stat(tree / "good.py").st_nlink == 2
+    assert (tree / "linked.txt").read_text() == FIXED  # the same file under its other name
+    assert not [p for p in tree.iterdir() if p.name.startswith(".steplint-")]
