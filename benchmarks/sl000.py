@@ -32,7 +32,8 @@ def default_trees():
 def internal_errors(tree: Path):
     """(files checked, [SL000 diagnostics]) of one tree, checked with every rule and no cache."""
     done = subprocess.run(
-        [sys.executable, "-m", "steplint", "check", "--no-cache", "--exit-zero", "--output-format", "json", "--select", "ALL", str(tree)],
+        # (-P: a tree's own modules, such as torch/random.py, must not shadow the standard library's)
+        [sys.executable, "-P", "-m", "steplint", "check", "--no-cache", "--exit-zero", "--output-format", "json", "--select", "ALL", str(tree)],
         capture_output=True, text=True, cwd=tree,
     )
     if done.returncode != 0:
