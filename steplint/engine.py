@@ -39,7 +39,6 @@ _OWN_NOQA = re.compile(r"noqa\s*:[^\n]*\bsl\d{3}|steplint\s*:\s*noqa", re.I)  # 
 MAX_FIX_ROUNDS = 25
 INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
-ISSUES_URL = "https://github.com/steplint/steplint/issues"
 UNUSED_NOQA = "SL002"
 
 
@@ -217,7 +216,7 @@ def internal_error(path: str, error: BaseException) -> Diagnostic:
     """SL000 for a file whose analysis or fixing raised: one line, at the top of the file."""
     summary = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0][:200]
     rule = all_rules()[INTERNAL_ERROR]
-    message = f"Internal error, this file was not checked: {summary} (please report it: {ISSUES_URL})"
+    message = f"Internal error, this file was not checked: {summary} (please report it, with the traceback `steplint check -v` prints)"
     return Diagnostic(INTERNAL_ERROR, rule.name, message, path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 
