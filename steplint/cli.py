@@ -19,7 +19,7 @@ from steplint import cache
 from steplint.diagnostic import Diagnostic
 from steplint.engine import (
     INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, import_analysis, internal_error, lint_source,
-    needs_analysis,
+    needs_analysis, unanalysed_reason,
 )
 from steplint.files import FileError, NotRegularFile, decode_source, discover, read_text, write_text
 from steplint.pool import Pool
@@ -122,9 +122,7 @@ def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> File
             report = _cached_check(path, file.text, settings, mode, project)
         else:
             report = checked_text(path, file.text, settings, mode, project)
-        if len(file.text) > MAX_ANALYSED_CHARS:
-            report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
-                              " steplint analyses (generated code or data?); only Python's syntax check ran")
+        report.warning = unanalysed_reason(path) or report.warning
         written = report.text if report.text != file.text else None
     if written is None or mode.diff:
         return report
@@ -147,7 +145,8 @@ def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=
     if found is not None:
         return FileReport(path, text, found)
     report = checked_text(path, text, settings, mode, project)
-    if not report.internal_traceback:
+    report.warning = unanalysed_reason(path) or ""
+    if not (report.internal_traceback or report.warning):  # (a file left unanalysed is checked, and named, again)
         cache.store(directory, key, report.diagnostics)
     return report
 

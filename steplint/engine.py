@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gc
 import re
 import sys
@@ -25,6 +26,9 @@ _NESTING_RECURSION_LIMIT = 20_000
 # Larger files are generated code or embedded data; LibCST would take minutes over them, so they get
 # Python's syntax check only (and the command line says so).
 MAX_ANALYSED_CHARS = 2_000_000
+# LibCST and the model take time superlinear in how deep expressions nest (a flat sum of 4,000 terms
+# is a binary tree 4,000 deep: 17 s; 10,000 overflowed the C stack). Hand-written code stays far below.
+MAX_ANALYSED_NESTING = 200
 # A file without any of these has no update, scheduler, scaler, resume or steplint noqa to check
 # (searched in the lowercased text: substring tests are many times faster than one regex with re.I).
 _CANDIDATES = (".step(", "step_update", "scaler", "load_state_dict", "param_groups")
@@ -82,7 +86,11 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     python_tree = parse_python(text, path)
     if isinstance(python_tree, Exception):
         return [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
-    if not needs_analysis(text) or len(text) > MAX_ANALYSED_CHARS:
+    if not needs_analysis(text):
+        return []
+    skipped = analysis_bound(text, python_tree)
+    if skipped is not None:
+        _UNANALYSED[path] = skipped
         return []
     import libcst as cst  # only files that pass the prefilter pay for importing the parser
 
@@ -105,6 +113,41 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
         if not _from_recursion(error):
             raise
         return [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
+
+
+def analysis_bound(text: str, python_tree: Optional[ast.AST] = None) -> Optional[str]:
+    """Why a file is not analysed, only syntax-checked: more text, or deeper nesting, than steplint
+    analyses in bounded time and memory; None when it is analysed. (`python_tree`: Python's parse of
+    the text, when made.) The command line warns with it; the language server can publish it."""
+    if len(text) > MAX_ANALYSED_CHARS:
+        return (f"not analysed: {len(text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
+                " steplint analyses (generated code or data?); only Python's syntax check ran")
+    tree = parse_python(text) if python_tree is None else python_tree
+    if not isinstance(tree, Exception) and _nests_deeper(tree, MAX_ANALYSED_NESTING):
+        return (f"not analysed: code nested more than {MAX_ANALYSED_NESTING} levels deep (a generated sum or table?),"
+                " which steplint cannot analyse in bounded time; only Python's syntax check ran")
+    return None
+
+
+def _nests_deeper(tree: ast.AST, limit: int) -> bool:
+    """Whether Python's syntax tree is more than `limit` nodes deep (iteratively: no recursion)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return False
+
+
+# Files of this process that lint_source left unanalysed (path -> analysis_bound's reason): the command
+# line that linted them takes the reason, for its warning (unanalysed_reason).
+_UNANALYSED: Dict[str, str] = {}
+
+
+def unanalysed_reason(path: str) -> Optional[str]:
+    """Why the last lint of `path` in this process did not analyse it (taken once), or None."""
+    return _UNANALYSED.pop(path, None)
 
 
 # Modules the project index parsed for files this run lints next (in this process, or in a pool forked

@@ -115,6 +115,21 @@ def test_empty_and_whitespace_only(tree, content):
     assert (tree / "blank.py").read_bytes() == content.encode()
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_deeply_nested_code_gets_the_syntax_check_and_a_message(tree, jobs):
+    """A flat sum of many terms is a syntax tree as deep as it is long: LibCST and the model take
+    minutes over it, or overflow the C stack. It is bounded: named in a warning, not analysed,
+    and the project index leaves it out too (it has a step to summarise)."""
+    terms = " + ".join(f"w{i}" for i in range(1500))
+    (tree / "generated.py").write_text(BUGGY + f"\n\ndef total():\n    return {terms}\n")
+    done = check_json(tree, "--no-cache", "-j", jobs, timeout=120)
+    assert done.returncode == 1 and reported(done) == {("good.py", "SL101")}, done.stderr
+    assert "generated.py: not analysed: code nested more than 200 levels deep" in done.stderr
+    again = check_json(tree, timeout=120)  # (never answered by the cache: named every time)
+    again = check_json(tree, timeout=120)
+    assert "generated.py: not analysed" in again.stderr
+
+
 def test_20_mb_file_gets_the_syntax_check_and_a_message(tree):
     line = "QkFTRTY0IGRhdGEgdGhhdCBtYWtlcyB0aGlzIGZpbGUgaHVnZSBmb3IgdGhlIHRlc3Q=\n"
     blob = BUGGY + 'WEIGHTS = """\n' + line * (20_000_000 // len(line)) + '"""\n'

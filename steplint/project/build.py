@@ -19,7 +19,7 @@ from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
 from steplint.project.reach import connected_modules
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
-from steplint.source import Source
+from steplint.source import Source, parse_python
 
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
@@ -234,10 +234,13 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     later in the run, which then reuses this parse."""
     import libcst as cst  # (outside the try: its except clause names it)
 
-    from steplint.engine import parse_and_keep
+    from steplint.engine import analysis_bound, parse_and_keep
     from steplint.model import build_model
     from steplint.project.summarize import summarize
 
+    python_tree = parse_python(text)
+    if isinstance(python_tree, Exception) or analysis_bound(text, python_tree) is not None:
+        return None  # its own lint says why it is not analysed (SL001, or a warning); the project knows nothing of it
     try:
         module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(text)
         return summarize(build_model(Source(relative, text), module, settings, roles, keep_walk=keep_as is not None), relative)
