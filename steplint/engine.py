@@ -14,7 +14,7 @@ from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
-from steplint.source import Source, parse_python
+from steplint.source import Source, parse_python, parser_text
 from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def parse_and_keep(path: str, text: str) -> cst.Module:
     kept = _KEPT.get(path)
     if kept is not None and kept[0] == text:
         return kept[1]
-    module = cst.parse_module(text)
+    module = cst.parse_module(parser_text(text))
     _KEPT[path] = (text, module)
     return module
 
@@ -171,7 +171,7 @@ def _parsed(path: str, text: str) -> cst.Module:
     import libcst as cst
 
     kept = _KEPT.pop(path, None)
-    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(text)
+    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(parser_text(text))
 
 
 def _from_recursion(error: BaseException) -> bool:

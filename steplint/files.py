@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import errno
-import io
 import os
 import stat
 import subprocess
@@ -60,7 +59,9 @@ def decode_source(raw: bytes) -> TextFile:
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise FileError("cannot decode file: it is UTF-16 or UTF-32 (byte order mark); Python source is UTF-8 or declares an 8-bit encoding")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        # (lines as Python's tokenizer breaks them: on CR too, not only on LF as BytesIO.readline)
+        first_lines = iter(raw.splitlines(keepends=True)[:2])
+        encoding, _ = tokenize.detect_encoding(lambda: next(first_lines, b""))
         return TextFile(raw.decode(encoding), encoding)
     except (SyntaxError, LookupError) as error:
         raise FileError(f"cannot decode file: {error}") from None

@@ -10,6 +10,8 @@ import pytest
 from steplint.config import Settings
 from steplint.engine import lint_source
 
+from conftest import FIXTURES
+
 BROKEN = {
     "unclosed_paren": "x = 1\ny = (2,\n",
     "bad_def": "x = 1\n\n\ndef f(:\n    pass\n",
@@ -75,3 +77,42 @@ def test_unparsable_files_in_json_carry_the_position(tmp_path):
     [item] = json.loads(done.stdout)
     assert (item["code"], item["location"]) == ("SL001", {"row": 2, "column": 5})
     assert "'(' was never closed" in item["message"]
+
+
+BUGGY = (FIXTURES / "SL101" / "plain_amp_script.py").read_text().replace("  # expect: SL101", "")
+
+
+def _check(folder, *paths):
+    return subprocess.run([sys.executable, "-m", "steplint", "check", "--no-cache", "--output-format", "json", *paths], capture_output=True, text=True, cwd=folder)
+
+
+# -- files CPython accepts -----------------------------------------------------------------------------
+
+
+def test_a_form_feed_before_a_nested_blocks_indentation_is_no_syntax_error(tmp_path):
+    """Python's tokenizer resets the indentation at a form feed; LibCST's rejected the nested block."""
+    source = BUGGY.replace("        with torch.autocast", "\f        with torch.autocast")
+    compile(source, "train.py", "exec")
+    (tmp_path / "train.py").write_text(source)
+    done = _check(tmp_path, "train.py")
+    assert [(d["code"], d["location"]["row"]) for d in json.loads(done.stdout)] == [("SL101", 19)]
+
+
+def test_a_form_feed_before_a_statement_keeps_its_quoted_span_and_its_fix(tmp_path):
+    source = BUGGY.replace("        scaler.step(optimizer)\n", "\f        scaler.step(optimizer)\n")
+    (tmp_path / "train.py").write_text(source)
+    [diagnostic] = json.loads(_check(tmp_path, "train.py").stdout)
+    assert "`scaler.step(optimizer)` skipped" in diagnostic["message"] and diagnostic["fix"] is not None
+    fixed = subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "train.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    text = (tmp_path / "train.py").read_text()
+    assert "\f        committed = committed_step(scaler, optimizer)\n" in text
+    compile(text, "train.py", "exec")
+
+
+def test_a_latin1_coding_cookie_with_cr_line_breaks_is_read(tmp_path):
+    source = ("# -*- coding: latin-1 -*-\n# r\xe9glages\n" + BUGGY).replace("\n", "\r")
+    compile(source.encode("latin-1"), "train.py", "exec")
+    (tmp_path / "train.py").write_bytes(source.encode("latin-1"))
+    done = _check(tmp_path, "train.py")
+    assert [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout

@@ -736,7 +736,7 @@ class ModuleModel:
     def span(self, node: cst.CSTNode) -> tuple:
         """(start offset, end offset) of a node."""
         where = self.positions[node]
-        return self.source.offset(where.start.line, where.start.column), self.source.offset(where.end.line, where.end.column)
+        return self.source.parsed_offset(where.start.line, where.start.column), self.source.parsed_offset(where.end.line, where.end.column)
 
     def rows(self, node: cst.CSTNode) -> tuple:
         where = self.positions[node]

@@ -19,7 +19,7 @@ from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
 from steplint.project.reach import connected_modules
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
-from steplint.source import Source, parse_python
+from steplint.source import Source, parse_python, parser_text
 
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
@@ -242,7 +242,7 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     if isinstance(python_tree, Exception) or analysis_bound(text, python_tree) is not None:
         return None  # its own lint says why it is not analysed (SL001, or a warning); the project knows nothing of it
     try:
-        module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(text)
+        module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(parser_text(text))
         return summarize(build_model(Source(relative, text), module, settings, roles, keep_walk=keep_as is not None), relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
         return None  # the file's own lint reports it (SL001); the project just knows less of it
