@@ -470,6 +470,7 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     else:
         project = _project_index([path], lambda p: resolver.settings_for(p).excluded(p), resolver, mode, {path: text}) if name else None
         report, written = checked_text(path, text, settings, mode, project.context_for(path) if project else None), None
+        report.warning = unanalysed_reason(path) or report.warning
     _file_messages([report], verbose)
     rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
     if mode.fix or mode.add_noqa:

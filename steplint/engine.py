@@ -85,6 +85,13 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     # and its tree tells the positions of reported statements later.
     python_tree = parse_python(text, path)
     if isinstance(python_tree, Exception):
+        newer = _newer_target(settings)
+        if newer and isinstance(python_tree, SyntaxError) and python_tree.lineno is not None:
+            # Not broken, perhaps: this interpreter's grammar is older than the project's.
+            _UNANALYSED[path] = (f"not analysed: Python {RUNNING_PYTHON}, which runs steplint, cannot parse it ({python_tree.msg}, line"
+                                 f" {python_tree.lineno}), and the project targets Python {newer}, whose grammar is newer; run steplint"
+                                 f" with Python {newer} or later to check it")
+            return []
         return [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
     if not needs_analysis(text):
         return []
@@ -231,18 +238,26 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
     return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
 
 
+RUNNING_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _newer_target(settings: Settings) -> Optional[str]:
+    """The project's target Python version when it is newer than the one running steplint."""
+    target = settings.target_version
+    if target is None or tuple(int(p) for p in target.split(".")) <= sys.version_info[:2]:
+        return None
+    return target
+
+
 def _python_syntax_error(source: Source, error: Exception) -> Diagnostic:
-    """SL001 at Python's own position, with its message, for the error of Python's parser."""
+    """SL001 at Python's own position, with its message and the version of the Python that checked."""
+    checked = f" (checked with Python {RUNNING_PYTHON})"
     if "\0" in source.text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
-        return _null_byte(source)  # a ValueError before Python 3.12, a SyntaxError without position since
+        row, column = source.position(source.text.index("\0"))  # a ValueError before Python 3.12, a SyntaxError without position since
+        return _unparsable(source, row, column, "source code cannot contain null bytes" + checked)
     if isinstance(error, SyntaxError):  # IndentationError and TabError too
-        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg)
-    return _unparsable(source, 1, 0, "too deeply nested for Python's parser")
-
-
-def _null_byte(source: Source) -> Diagnostic:
-    row, column = source.position(source.text.index("\0"))
-    return _unparsable(source, row, column, "source code cannot contain null bytes")
+        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg + checked)
+    return _unparsable(source, 1, 0, "too deeply nested for Python's parser" + checked)
 
 
 def _without_prefix(message: str) -> str:

@@ -160,8 +160,9 @@ def test_500_deep_nesting(tree):
     assert "Traceback" not in done.stderr
     # Python itself refuses the first two; it accepts the others, and so does steplint.
     assert reported(done) == {("deep_parentheses.py", "SL001"), ("deep_blocks.py", "SL001"), ("good.py", "SL101")}
-    assert messages(done)["deep_parentheses.py"] == "Cannot parse: too many nested parentheses"
-    assert messages(done)["deep_blocks.py"] == "Cannot parse: too many levels of indentation"
+    checked = f" (checked with Python {sys.version_info[0]}.{sys.version_info[1]})"
+    assert messages(done)["deep_parentheses.py"] == "Cannot parse: too many nested parentheses" + checked
+    assert messages(done)["deep_blocks.py"] == "Cannot parse: too many levels of indentation" + checked
 
 
 # -- what is not a plain readable file -------------------------------------------------------------

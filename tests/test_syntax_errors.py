@@ -116,3 +116,32 @@ def test_a_latin1_coding_cookie_with_cr_line_breaks_is_read(tmp_path):
     (tmp_path / "train.py").write_bytes(source.encode("latin-1"))
     done = _check(tmp_path, "train.py")
     assert [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout
+
+
+# -- the project's Python ------------------------------------------------------------------------------
+
+NEWER = "type Pair[T] = tuple[T, T]\n\n\ndef first[T](pair: Pair[T]) -> T:\n    return pair[0]\n"  # PEP 695, Python 3.12
+RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's grammar itself")
+@pytest.mark.parametrize("config", [("pyproject.toml", '[project]\nname = "demo"\nrequires-python = ">=3.12"\n'),
+                                    ("steplint.toml", 'target-version = "py312"\n')])
+def test_syntax_newer_than_the_running_python_is_said_so_not_called_broken(tmp_path, config):
+    (tmp_path / "generic.py").write_text(NEWER)
+    (tmp_path / "train.py").write_text(BUGGY)
+    broken = _check(tmp_path, ".")
+    assert [d["code"] for d in json.loads(broken.stdout) if d["filename"].endswith("generic.py")] == ["SL001"]
+    assert f"(checked with Python {RUNNING})" in json.loads(broken.stdout)[0]["message"]
+    (tmp_path / config[0]).write_text(config[1])
+    done = _check(tmp_path, ".")
+    assert done.returncode == 1 and [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout  # train.py's
+    assert f"generic.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse it" in done.stderr
+    assert "the project targets Python 3.12" in done.stderr
+
+
+def test_the_target_version_setting_is_checked(tmp_path):
+    (tmp_path / "steplint.toml").write_text('target-version = "3.12"\n')
+    (tmp_path / "train.py").write_text(BUGGY)
+    done = _check(tmp_path, ".")
+    assert done.returncode == 2 and "target-version" in done.stderr
