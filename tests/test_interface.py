@@ -254,7 +254,7 @@ def test_sarif_has_the_required_structure(project):
     rule_ids = [r["id"] for r in driver["rules"]]
     assert {"SL101", "SL102"} <= set(rule_ids)
     for rule in driver["rules"]:
-        assert rule["shortDescription"]["text"] and rule["helpUri"].startswith("https://")
+        assert rule["shortDescription"]["text"] and "helpUri" not in rule  # no hosted docs to link to
     assert len(run["results"]) == 3
     for result in run["results"]:
         assert result["message"]["text"]
