@@ -297,7 +297,10 @@ def run() -> None:
     interrupt.install()
     code = 0
     try:
-        main()
+        try:
+            main()
+        finally:
+            interrupt.hold()
     except SystemExit as exit_:
         code = exit_.code or 0
         if not isinstance(code, int):  # sys.exit("message"), as Python would
@@ -310,7 +313,7 @@ def run() -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (`steplint check | head`): nothing more to say
             pass
-    if code == interrupt.EXIT_STATUS and interrupt.received():
+    if interrupt.received():  # whenever Ctrl-C landed before the exit
         interrupt.exit_interrupted()
     os._exit(code)
 

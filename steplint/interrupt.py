@@ -22,6 +22,7 @@ class Interrupted(BaseException):
 
 
 _received = False
+_holding = False
 
 
 def install() -> None:
@@ -33,10 +34,18 @@ def received() -> bool:
     return _received
 
 
+def hold() -> None:
+    """From now on a Ctrl-C is only recorded, not raised: the command's work is done, and what is
+    left (printing, flushing, exiting) must finish; `received()` then makes the status 130."""
+    global _holding
+    _holding = True
+
+
 def _handle(signum, frame) -> None:
     global _received
-    if _received:
-        return  # a second Ctrl-C while the first one's cleanup runs (it is bounded): let it finish
+    if _received or _holding:
+        _received = True
+        return  # a second Ctrl-C while the first one's cleanup runs (it is bounded), or the run's end
     _received = True
     raise Interrupted()
 

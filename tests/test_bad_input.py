@@ -295,20 +295,25 @@ def _many(tree, count):
 
 
 def test_interrupt_during_fix_leaves_every_file_old_or_new(tree):
+    """Whenever the SIGINT lands before the run ends (mid-fix, or while it prints and exits), the
+    status is 130; wherever it lands, each file is old or new."""
     paths = _many(tree, 240)
     process = subprocess.Popen([sys.executable, "-m", "steplint", "check", "--fix", str(tree)], start_new_session=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while process.poll() is None and time.monotonic() < deadline and not any(p.read_text() == FIXED for p in paths):
         time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C does: the whole process group
+    ended_before = process.poll() is not None
+    if not ended_before:
+        os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C does: the whole process group
     _, err = process.communicate(timeout=300)
     states = [p.read_text() for p in paths]
     assert set(states) <= {BUGGY, FIXED}  # nothing truncated or half-written
+    assert not list(tree.rglob(".steplint-*"))  # no temporary file left behind
+    if ended_before:
+        return  # (the run finished before the signal: nothing interrupted)
     assert process.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    assert FIXED in states and BUGGY in states  # it stopped part way
-    assert not list(tree.rglob(".steplint-*"))  # no temporary file left behind
 
 
 def test_two_fix_runs_at_once(tree):
