@@ -51,6 +51,7 @@ elsewhere in the loop, no fix is offered. Unsafe whenever the gate is a DeepSpee
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
+from steplint.model.units import conflicting_consumers, consumers_of, counter_unit, counts_in_other_units, describe
 from steplint.model.windows import micro_batch_counters
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
@@ -63,28 +64,73 @@ def check(model):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
         update = model.attempt_for(increment, before_only=False)
+        unit = counter_unit(model, increment)
         if update is None and not model.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
-            feeds = model.counter_feeds(increment) if skipped is not None else set()
+            feeds = _feeds_in_updates(model, increment, unit) if skipped is not None else set()
             if feeds:
                 name, check = model.text(increment.subject), model.text(skipped[1].test)
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
-        feeds = model.counter_feeds(increment) if update is not None else set()
-        if update is not None and (model.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer"):
+        if update is None or model.gated(increment.site, update):
+            continue
+        if unit.by_design:
+            finding = _conflict(model, increment, unit, update)
+            if finding is not None:
+                yield finding
+            continue
+        feeds = _feeds_in_updates(model, increment, unit)
+        if model.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer":
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
-        if not feeds or model.gated(increment.site, update):
+        if not feeds:
             continue
         name = model.text(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
-        fix = None
-        through = model.readers_right_after(increment)
-        if update.order < increment.order and through is not None:
-            applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
-            fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
-        elif through is None:
-            message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
-        yield Finding(increment.node, message, fix)
+        yield _with_fix(model, increment, update, feeds, name, message)
+
+
+def _feeds_in_updates(model, increment, unit):
+    """What the counter feeds, less the consumers the code shows to count the data (batches,
+    samples, epochs) or to read the counter as a data position: counting attempts is right for them."""
+    feeds = set(model.counter_feeds(increment))
+    others = [c for c in consumers_of(model, increment) if c.label in feeds]
+    for label in list(feeds):
+        mine = [c for c in others if c.label == label]
+        if mine and all(counts_in_other_units(model, increment, c) for c in mine):
+            feeds.discard(label)
+    return feeds
+
+
+def _conflict(model, increment, unit, update):
+    """A counter of the data (batches, samples) by design is the recipe for the consumers that follow
+    it (checkpoint names, cadences); it is a finding only where it feeds a consumer in committed updates."""
+    feeds = model.counter_feeds(increment)
+    conflicts = [c for c in conflicting_consumers(model, increment, unit) if c.label in feeds]
+    if not conflicts:
+        return None
+    consumer = conflicts[0]
+    name = model.text(increment.subject)
+    message = (
+        f"`{name}` {describe(model, unit)}, skipped updates included, but feeds `{_short(model.text(consumer.node))}`, "
+        f"which counts committed updates ({consumer.evidence.why}); advance it only when the update committed, or feed that consumer an update counter{no_signal_note(update)}"
+    )
+    return _with_fix(model, increment, update, {consumer.label}, name, message)
+
+
+def _with_fix(model, increment, update, feeds, name, message):
+    fix = None
+    through = model.readers_right_after(increment)
+    if update.order < increment.order and through is not None:
+        applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
+        fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
+    elif through is None:
+        message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
+    return Finding(increment.node, message, fix)
+
+
+def _short(text):
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _WORDS = {"schedule": "the schedule", "lr": "the learning rate", "checkpoint": "checkpoints", "eval": "evaluation", "stop": "the end of the run"}
