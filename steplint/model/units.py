@@ -89,9 +89,15 @@ class Consumer:
 
 def counter_unit(model, increment: Event) -> CounterUnit:
     """The unit of the counter `increment` advances, from all its increments and uses in the module."""
-    key = model.roles.key(increment.subject, increment.site.scope)
+    return unit_of_key(model, model.roles.key(increment.subject, increment.site.scope))
+
+
+def unit_of_key(model, key: Optional[str]) -> CounterUnit:
+    """The unit of a counter or of a loop's batch index (`i` of `enumerate(loader)`), by its key."""
     if key is None:
         return CounterUnit(UNKNOWN, ())
+    if key in model.remember(("enumerate indices",), lambda: _enumerate_indices(model)):
+        return model.remember(("index unit", key), lambda: _index_unit(model, key))
     return model.remember(("counter unit", key), lambda: _counter_unit(model, key))
 
 
@@ -202,7 +208,7 @@ def _recomputed(model, key: str, scope) -> List[Evidence]:
     """Assignments that put the counter at a position computed from the data's length or a batch
     index: `(epoch - 1) * len(loader)` counts batches, `epoch * len(loader) // accum` counts windows."""
     found = []
-    batch_indices = model.remember(("enumerate indices",), lambda: _enumerate_indices(model))
+    batch_indices = set(model.remember(("enumerate indices",), lambda: _enumerate_indices(model)))
     for node, site in model.statements_in(scope, key):
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and model.roles.key(node.targets[0].target, site.scope) == key):
             continue
@@ -218,15 +224,31 @@ def _recomputed(model, key: str, scope) -> List[Evidence]:
     return found
 
 
-def _enumerate_indices(model) -> Set[str]:
-    """Keys of `i` in `for i, batch in enumerate(loader)`."""
-    found = set()
+def _enumerate_indices(model) -> Dict[str, cst.Call]:
+    """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
+    found = {}
     for node, site in model.structure.for_loops:
         if isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "enumerate" and isinstance(node.target, cst.Tuple) and node.target.elements:
             first = node.target.elements[0].value
-            if isinstance(first, cst.Name):
-                found.add(model.roles.key(first, site.scope))
-    return found - {None}
+            key = model.roles.key(first, site.scope) if isinstance(first, cst.Name) else None
+            if key:
+                found[key] = node.iter
+    return found
+
+
+def _index_unit(model, key: str) -> CounterUnit:
+    """A batch index counts batches; the code shows that its consumers mean batches when the loop
+    resumes at a stored position (`enumerate(loader, start=resumed + 1)`) or the learning rate is
+    computed from the index itself."""
+    call = _enumerate_indices(model)[key]
+    found = []
+    start = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "start"), None)
+    if start is not None and not isinstance(start, cst.Integer):
+        found.append(Evidence(BATCHES, call, f"the loop resumes at a stored batch (`start={model.text(start)}`)"))
+    for consumer in model.remember(("consumers",), lambda: _consumers(model)).get(key, ()):
+        if consumer.label == "lr":
+            found.append(Evidence(BATCHES, consumer.node, f"the learning rate is computed from it (`{model.text(consumer.node)}`)"))
+    return CounterUnit(BATCHES, tuple(found))
 
 
 def _scaled(model) -> Set[str]:
@@ -363,7 +385,12 @@ def _totals_in_updates(model) -> Dict[str, cst.BaseExpression]:
 
 
 def _budget_unit(model, test: cst.BaseExpression, totals: Dict[str, cst.BaseExpression]):
-    """A stop test against a total in updates (`step >= max_train_steps`, set from `ceil(len(loader) / accum)`)."""
+    """A stop test against a total in updates (`step >= max_train_steps`, set from `ceil(len(loader) / accum)`);
+    a stop on a cadence (`if quick and done % 20 == 0: break`) cuts the data short, it is no budget."""
+    subs = list(walk_expressions(test))
+    ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
+    if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
+        return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text(test)}`) cuts the data short; it is no update budget")
     for name in _names(test):
         if name in totals:
             why = f"`{name}` is a number of updates: `{model.text(totals[name])}`"
@@ -380,5 +407,5 @@ def describe(model, unit: CounterUnit) -> str:
 
 __all__ = [
     "BATCHES", "WINDOWS", "UPDATES", "DATA", "EPOCHS", "UNKNOWN", "DECLARED", "Evidence", "CounterUnit", "Consumer",
-    "counter_unit", "consumers_of", "conflicting_consumers", "counts_in_other_units", "describe",
+    "counter_unit", "unit_of_key", "consumers_of", "conflicting_consumers", "counts_in_other_units", "describe",
 ]
