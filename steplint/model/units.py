@@ -27,6 +27,7 @@ import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
 from steplint.model.syntax import dotted, walk_expressions
+from steplint.suppress import DECLARED_UNITS, intent_basis
 
 BATCHES = "batches"  # one per item of the data loader (a micro-batch under accumulation)
 WINDOWS = "windows"  # one per attempted update
@@ -36,7 +37,7 @@ EPOCHS = "epochs"
 UNKNOWN = "unknown"
 
 # What `# steplint: counter=...` and `[tool.steplint.units]` accept, and the unit each means.
-DECLARED = {"batches": BATCHES, "tokens": DATA, "samples": DATA, "updates": UPDATES, "epochs": EPOCHS}
+DECLARED = dict(zip(DECLARED_UNITS, (BATCHES, DATA, DATA, UPDATES, EPOCHS)))
 # Units a counter has by design when it counts what the data loader gives: skipped updates consumed their data too.
 DATA_UNITS = (BATCHES, DATA, EPOCHS)
 
@@ -352,8 +353,6 @@ def _schedule_unit(model, event: Event):
         return BATCHES, "`step_batch(n)` counts batches"
     first, last = model.rows(event.site.statement)
     if "steplint:" in model.source.text:
-        from steplint.suppress import intent_basis
-
         basis = intent_basis(model.source, range(first, last + 1))
         if basis is not None:
             return _BASIS_UNITS[basis], f"declared `schedule={basis}`"
