@@ -114,7 +114,7 @@ def _conflict(model, increment, unit, update):
         f"`{name}` {describe(model, unit)}, skipped updates included, but feeds `{_short(model.text(consumer.node))}`, "
         f"which counts committed updates ({consumer.evidence.why}); advance it only when the update committed, or feed that consumer an update counter{no_signal_note(update)}"
     )
-    return _with_fix(model, increment, update, {consumer.label}, name, message)
+    return _with_fix(model, increment, update, set(feeds), name, message)
 
 
 def _with_fix(model, increment, update, feeds, name, message):
