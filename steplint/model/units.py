@@ -207,10 +207,17 @@ def _declared(model, key: str, increments: List[Event]) -> Optional[Evidence]:
 
 def _recomputed(model, key: str, scope) -> List[Evidence]:
     """Assignments that put the counter at a position computed from the data's length or a batch
-    index: `(epoch - 1) * len(loader)` counts batches, `epoch * len(loader) // accum` counts windows."""
+    index: `(epoch - 1) * len(loader)` counts batches, `epoch * len(loader) // accum` counts windows;
+    and additions of the batches a resumed run skips (`skip_first_batches(loader, n)`, then `step += n`)."""
     found = []
     batch_indices = set(model.remember(("enumerate indices",), lambda: _enumerate_indices(model)))
+    positions = _scaled(model)
     for node, site in model.statements_in(scope, key):
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and model.roles.key(node.target, site.scope) == key:
+            skipped = [k for k in model.keys_in(node.value, site.scope) if k in positions and k != key]
+            if skipped:
+                found.append(Evidence(BATCHES, node, f"advanced by `{model.text(node.value)}`, the batches a resumed run skips"))
+            continue
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and model.roles.key(node.targets[0].target, site.scope) == key):
             continue
         value = node.value
