@@ -26,7 +26,18 @@ if committed:
 lr_scheduler.step_update(num_updates=num_updates)
 ```
 
-Silent for counters that feed none of these (a log line's index), counters advanced under a commit
+It reports a unit conflict, not a shape. A counter the code shows to count the data (batches or
+samples) by design (set to `(epoch - 1) * len(loader)` on resume, advanced by the batches a resumed
+run skips, multiplied by a batch size, advanced at the start of each batch before the update is
+attempted, stepping a batch-keyed schedule with `step_batch(n)`, or declared with
+`# steplint: counter=batches` or in `[tool.steplint.units]`) is the recipe for the consumers that
+follow it (checkpoint names, cadences, a stop on a cadence): it is reported only where it feeds a
+consumer that counts committed updates (`step_update(n)` of a scheduler built with
+`t_in_epochs=False`, a budget computed as `ceil(len(loader) / accum) * epochs`), and the message
+names that consumer and the evidence for both units. A name alone (`batch_idx_train`) only confirms.
+
+Silent for counters that feed none of these (a log line's index), consumers that count the data
+(`# steplint: schedule=tokens`, `step_batch(n)`, an LR or a stop computed from `n * batch_size`), counters advanced under a commit
 gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
 drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
