@@ -74,16 +74,16 @@ def check(model):
     for increment in model.of_kind(COUNTER_INCREMENT):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
-        update = model.attempt_for(increment, before_only=False)
+        update = model.passes.attempt_for(increment, before_only=False)
         unit = counter_unit(model, increment)
-        if update is None and not model.gated(increment.site):
+        if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
             feeds = _feeds_in_updates(model, increment, unit) if skipped is not None else set()
             if feeds:
-                name, check = model.text(increment.subject), model.text(skipped[1].test)
+                name, check = model.text.of(increment.subject), model.text.of(skipped[1].test)
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
-        if update is None or model.gated(increment.site, update):
+        if update is None or model.guards.gated(increment.site, update):
             continue
         if unit.by_design:
             finding = _conflict(model, increment, unit, update)
@@ -91,11 +91,11 @@ def check(model):
                 yield finding
             continue
         feeds = _feeds_in_updates(model, increment, unit)
-        if model.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer":
+        if model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer":
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
         if not feeds:
             continue
-        name = model.text(increment.subject)
+        name = model.text.of(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
         yield _with_fix(model, increment, update, feeds, name, message)
 
@@ -103,7 +103,7 @@ def check(model):
 def _feeds_in_updates(model, increment, unit):
     """What the counter feeds, less the consumers the code shows to count the data (batches,
     samples, epochs) or to read the counter as a data position: counting attempts is right for them."""
-    feeds = set(model.counter_feeds(increment))
+    feeds = set(model.counters.feeds(increment))
     others = [c for c in consumers_of(model, increment) if c.label in feeds]
     for label in list(feeds):
         mine = [c for c in others if c.label == label]
@@ -115,14 +115,14 @@ def _feeds_in_updates(model, increment, unit):
 def _conflict(model, increment, unit, update):
     """A counter of the data (batches, samples) by design is the recipe for the consumers that follow
     it (checkpoint names, cadences); it is a finding only where it feeds a consumer in committed updates."""
-    feeds = model.counter_feeds(increment)
+    feeds = model.counters.feeds(increment)
     conflicts = [c for c in conflicting_consumers(model, increment, unit) if c.label in feeds]
     if not conflicts:
         return None
     consumer = conflicts[0]
-    name = model.text(increment.subject)
+    name = model.text.of(increment.subject)
     message = (
-        f"`{name}` {describe(model, unit)}, skipped updates included, but feeds `{_short(model.text(consumer.node))}`, "
+        f"`{name}` {describe(model, unit)}, skipped updates included, but feeds `{_short(model.text.of(consumer.node))}`, "
         f"which counts committed updates ({consumer.evidence.why}); advance it only when the update committed, or feed that consumer an update counter{no_signal_note(update)}"
     )
     return _with_fix(model, increment, update, set(feeds), name, message)
@@ -130,7 +130,7 @@ def _conflict(model, increment, unit, update):
 
 def _with_fix(model, increment, update, feeds, name, message):
     fix = None
-    through = model.readers_right_after(increment)
+    through = model.counters.readers_right_after(increment)
     if update.order < increment.order and through is not None:
         applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
         fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)

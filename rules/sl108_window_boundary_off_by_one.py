@@ -51,11 +51,11 @@ def check(model):
         if boundary.shifted or not counts_from_zero(model, boundary) or not accumulates(model, boundary):
             continue
         counter = boundary.counter
-        test = model.text(boundary.comparison)
-        start, end = model.span(counter)
+        test = model.text.of(boundary.comparison)
+        start, end = model.text.span(counter)
         applicability = UNSAFE if reads_in_window(model, boundary) else SAFE
         shifted = f"({counter.value} + 1)"
-        title = f"Test `{shifted}{test[end - model.span(boundary.comparison)[0]:]}`"
+        title = f"Test `{shifted}{test[end - model.text.span(boundary.comparison)[0]:]}`"
         fix = Fix(title, applicability, (Edit(start, end, shifted),))
-        message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text(boundary.length)}`"
+        message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text.of(boundary.length)}`"
         yield Finding(boundary.comparison, message, fix)

@@ -46,21 +46,21 @@ from steplint.rule import Finding, rule
 @rule("SL301", "checkpoint-keyed-to-batch", "Checkpoint name or stored step counts batches, not updates", fix=UNSAFE)
 def check(model):
     for save in model.of_kind(CHECKPOINT_SAVE):
-        updates = [u for u in model.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is not None or u.kind == SKIPPABLE_STEP]
+        updates = [u for u in model.passes.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.windows.boundary(u.site) is not None or u.kind == SKIPPABLE_STEP]
         if not updates:
             continue
         update = updates[0]
-        windowed = model.window(update.site) is not None
-        if not windowed and model.recipe_counts_attempts(update):
+        windowed = model.windows.boundary(update.site) is not None
+        if not windowed and model.counters.recipe_counts_attempts(update):
             continue
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
-        batches = model.batch_indices(update.site.loop, counters=windowed)
+        batches = model.counters.batch_indices(update.site.loop, counters=windowed)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
-        if not mentions or model.stores_data_position(save.node):
+        if not mentions or model.counters.stores_data_position(save.node):
             continue
         if all(unit_of_key(model, model.roles.key(n, save.site.scope)).by_design for n in mentions):
             continue  # a data position by design: the checkpoint records where the data stands, in batches
-        name = model.text(mentions[0])
+        name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"
         message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"
         yield Finding(mentions[0], message, _use_counter(model, save, update, mentions))
@@ -79,9 +79,9 @@ def _plain_mentions(node):
 
 
 def _use_counter(model, save, update, mentions):
-    counters = [k for k in model.windowed_counters(update) if k]
-    if len(counters) != 1 or not model.same_window(update.site, save.site):
+    counters = [k for k in model.counters.windowed(update) if k]
+    if len(counters) != 1 or not model.windows.same_window(update.site, save.site):
         return None
     text = counters[0].split(":", 1)[1]
-    edits = tuple(Edit(*model.span(n), text) for n in mentions)
+    edits = tuple(Edit(*model.text.span(n), text) for n in mentions)
     return Fix(f"Key the checkpoint to `{text}`", UNSAFE, edits)

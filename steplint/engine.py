@@ -164,7 +164,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
                 found_comments = comments(source)
                 if found_comments.file_exempt:
                     return []
-            first, last = model.statement_rows(finding.node)
+            first, last = model.text.statement_rows(finding.node)
             if first in reported_rows:
                 continue  # one problem per rule and statement, however many sub-expressions show it
             reported_rows.add(first)
@@ -172,7 +172,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
             if noqa is not None:
                 used.add((noqa, code))
                 continue
-            start, end = model.span(finding.node)
+            start, end = model.text.span(finding.node)
             noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
             found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))
     if UNUSED_NOQA in rules and found_comments is not None:

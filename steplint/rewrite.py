@@ -49,8 +49,8 @@ def lone_statement(model: ModuleModel, site: Site) -> Optional[cst.SimpleStateme
     statement = site.statement
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
-    first, _ = model.rows(statement.body[0])
-    start, _ = model.span(statement.body[0])
+    first, _ = model.text.rows(statement.body[0])
+    start, _ = model.text.span(statement.body[0])
     if model.source.text[model.source.line_starts[first - 1] : start].strip(" \t"):
         return None
     return statement
@@ -58,7 +58,7 @@ def lone_statement(model: ModuleModel, site: Site) -> Optional[cst.SimpleStateme
 
 def _line_block(model: ModuleModel, statement: cst.SimpleStatementLine) -> Tuple[int, int]:
     """Offsets of the whole lines of a statement, trailing comment and line break included."""
-    first, last = model.rows(statement.body[0])
+    first, last = model.text.rows(statement.body[0])
     starts = model.source.line_starts
     end = starts[last] if last < len(starts) else len(model.source.text)
     return starts[first - 1], end
@@ -73,7 +73,7 @@ def _indent_unit(model: ModuleModel, block_owner: cst.CSTNode) -> str:
 def _reindented(model: ModuleModel, statement: cst.SimpleStatementLine, indent: str) -> str:
     start, end = _line_block(model, statement)
     lines = model.source.text[start:end].splitlines(keepends=True)
-    old = model.source.indentation(model.rows(statement.body[0])[0])
+    old = model.source.indentation(model.text.rows(statement.body[0])[0])
     out = [indent + lines[0][len(old):]]
     out += [indent + line[len(old):] if line.startswith(old) else line for line in lines[1:]]
     text = "".join(out)
@@ -88,7 +88,7 @@ def move_to(model: ModuleModel, statement: cst.SimpleStatementLine, offset: int,
 
 def after_statement(model: ModuleModel, statement: cst.BaseStatement) -> Optional[int]:
     """The line start just past a statement, or None at the end of a file without a final newline."""
-    _, last = model.rows(statement)
+    _, last = model.text.rows(statement)
     starts = model.source.line_starts
     return starts[last] if last < len(starts) else None
 
@@ -104,7 +104,7 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
         names = _COMMITTED_NAMES
-        if model.shares_its_pass(update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
+        if model.passes.shares_its_pass(update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
             optimizer = (dotted(update.optimizer) or "").replace(".", "_").lstrip("_")
             names = (f"{optimizer}_committed",) if optimizer.isidentifier() else ()
         return next((n for n in names if n not in taken), None)
@@ -113,7 +113,7 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
         if model.roles.is_(cst.parse_expression(update.role.accelerator), scope, ACCELERATOR):
             return f"not {update.role.accelerator}.optimizer_step_was_skipped"
     if update.strategy == "deepspeed":
-        return f"{model.text(update.subject)}.was_step_applied()"
+        return f"{model.text.of(update.subject)}.was_step_applied()"
     if update.strategy == CALL:
         if update.gate_var:
             return update.gate_var
@@ -172,16 +172,16 @@ def gate_fix(
     if edits is None:
         return None
     edits += _init_edits(model, update, target, condition)
-    start, _ = model.span(statement.body[0])
+    start, _ = model.text.span(statement.body[0])
     previous = block.statements[index - 1] if index else None
     if (
         isinstance(previous, cst.If) and previous.orelse is None and isinstance(previous.body, cst.IndentedBlock)
-        and model.text(previous.test).strip() == condition
+        and model.text.of(previous.test).strip() == condition
     ):
         unit = _indent_unit(model, previous)  # join the gate just above
         edits.append(Edit(start, start, unit))
     else:
-        indent = model.source.indentation(model.rows(statement)[0])
+        indent = model.source.indentation(model.text.rows(statement)[0])
         unit = model.module.default_indent
         edits.append(Edit(start, start, f"if {condition}:{model.source.newline}{indent}{unit}"))
     for row in rows[1:]:
@@ -189,16 +189,16 @@ def gate_fix(
         edits.append(Edit(offset, offset, unit))
     if update.strategy == "deepspeed":
         applicability = UNSAFE  # fp16 DeepSpeed needs a GPU: no runtime test here proves `was_step_applied()`
-    return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}")
+    return Fix(title, applicability, tuple(edits), group=f"gate@{model.text.span(update.node)[0]}")
 
 
 def _indentable_rows(model: ModuleModel, run: List[cst.BaseStatement]) -> Optional[List[int]]:
     """The non-blank rows of statements that move one level in, or None when a string literal
     spans lines (indenting its inner lines would change its value)."""
-    first, _ = model.rows(run[0])
-    _, last = model.rows(run[-1])
+    first, _ = model.text.rows(run[0])
+    _, last = model.text.rows(run[-1])
     if len(run) > 1 and any(
-        isinstance(sub, (cst.SimpleString, cst.FormattedString)) and "\n" in model.text(sub)
+        isinstance(sub, (cst.SimpleString, cst.FormattedString)) and "\n" in model.text.of(sub)
         for statement in run
         for sub in walk_expressions(statement)
     ):
@@ -219,10 +219,10 @@ def committed_update_edits(model: ModuleModel, update: Event, condition: str, fi
     if not isinstance(call, cst.Call) or len(call.args) != 1:
         return None  # further arguments go to optimizer.step(), and committed_step does not pass them on
     # Rewrite `scaler.step(` only: the argument, and any comment around it, stay as they are.
-    start, _ = model.span(call)
-    after = model.source.text.index("(", model.span(call.func)[1]) + 1
+    start, _ = model.text.span(call)
+    after = model.source.text.index("(", model.text.span(call.func)[1]) + 1
     space = "" if model.source.text[after : after + 1] in (" ", "\t", "\r", "\n", "#") else " "
-    edits = [Edit(start, after, f"{condition} = {COMMITTED_STEP}({model.text(update.subject)},{space}")]
+    edits = [Edit(start, after, f"{condition} = {COMMITTED_STEP}({model.text.of(update.subject)},{space}")]
     helper = helper_edit(model, fix_gate)
     if helper is not None:
         edits.append(helper)
@@ -241,8 +241,8 @@ def _commit_through_helper(model: ModuleModel, update: Event, condition: str, fi
     end = after_statement(model, last)
     if inside is None or end is None:
         return None
-    indent = model.source.indentation(model.rows(step.site.statement)[0])
-    start, _ = model.span(update.node)
+    indent = model.source.indentation(model.text.rows(step.site.statement)[0])
+    start, _ = model.text.span(update.node)
     return inside + [Edit(end, end, f"{indent}return {condition}{model.source.newline}"), Edit(start, start, f"{condition} = ")]
 
 
@@ -263,10 +263,10 @@ def _init_edits(model: ModuleModel, update: Event, target: Event, condition: str
     index = block_u.index(stmt_u)
     previous = block_u.statements[index - 1] if index else None
     init = f"{condition} = True"
-    if isinstance(previous, cst.SimpleStatementLine) and model.text(previous.body[0]).strip() == init:
+    if isinstance(previous, cst.SimpleStatementLine) and model.text.of(previous.body[0]).strip() == init:
         return []
-    start, _ = model.span(stmt_u)
-    indent = model.source.indentation(model.rows(stmt_u)[0])
+    start, _ = model.text.span(stmt_u)
+    indent = model.source.indentation(model.text.rows(stmt_u)[0])
     return [Edit(start, start, f"{init}{model.source.newline}{indent}")]
 
 
@@ -293,12 +293,12 @@ def _helper_edit(model: ModuleModel, fix_gate: str, name: str) -> Optional[Edit]
             return Edit(len(model.source.text), len(model.source.text), newline * (3 - (fix_gate == IMPORT) * 2) + text)
         if fix_gate == IMPORT:
             return Edit(offset, offset, text)
-        following = model.rows(body[index])[0] if index < len(body) else None
+        following = model.text.rows(body[index])[0] if index < len(body) else None
         blanks = _blank_lines_before(model, following) if following else 2
         return Edit(offset, offset, newline * 2 + text + newline * max(0, 2 - blanks))
     if not body:
         return None
-    offset, _ = model.span(body[0])  # after a shebang or header comments
+    offset, _ = model.text.span(body[0])  # after a shebang or header comments
     return Edit(offset, offset, text + (newline * 2 if fix_gate != IMPORT else newline))
 
 
@@ -337,12 +337,12 @@ def move_into_window(model: ModuleModel, event: Event, boundary, title: str, app
     index = block.index(window)
     following = block.statements[index + 1] if index + 1 < len(block.statements) else None
     if following is statement and window.orelse is None:
-        start, _ = model.span(statement.body[0])
+        start, _ = model.text.span(statement.body[0])
         return Fix(title, applicability, (Edit(start, start, window.body.indent or model.module.default_indent),))
     offset = after_statement(model, body[-1])
     if offset is None:
         return None
-    indent = model.source.indentation(model.rows(body[-1])[0])
+    indent = model.source.indentation(model.text.rows(body[-1])[0])
     return Fix(title, applicability, tuple(move_to(model, statement, offset, indent)))
 
 
@@ -351,8 +351,8 @@ def insert_before(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
     statement = lone_statement(model, site)
     if statement is None:
         return None
-    start, _ = model.span(statement.body[0])
-    indent = model.source.indentation(model.rows(statement)[0])
+    start, _ = model.text.span(statement.body[0])
+    indent = model.source.indentation(model.text.rows(statement)[0])
     return Edit(start, start, f"{line}{model.source.newline}{indent}")
 
 
@@ -362,7 +362,7 @@ def insert_after(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
     offset = after_statement(model, statement) if statement is not None else None
     if offset is None:
         return None
-    indent = model.source.indentation(model.rows(statement)[0])
+    indent = model.source.indentation(model.text.rows(statement)[0])
     return Edit(offset, offset, f"{indent}{line}{model.source.newline}")
 
 
@@ -371,5 +371,5 @@ def move_before(model: ModuleModel, statements: List[cst.SimpleStatementLine], a
     start, _ = _line_block(model, statements[0])
     _, end = _line_block(model, statements[-1])
     offset, _ = _line_block(model, anchor)
-    indent = model.source.indentation(model.rows(anchor)[0])
+    indent = model.source.indentation(model.text.rows(anchor)[0])
     return [Edit(start, end, ""), Edit(offset, offset, "".join(_reindented(model, s, indent) for s in statements))]

@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from steplint.model.counters import DATA_SIZE
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
 from steplint.model.syntax import dotted, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
@@ -42,7 +43,6 @@ DECLARED = dict(zip(DECLARED_UNITS, (BATCHES, DATA, DATA, UPDATES, EPOCHS)))
 DATA_UNITS = (BATCHES, DATA, EPOCHS)
 
 _COUNTER_DECLARATION = re.compile(r"#\s*steplint:\s*counter\s*=\s*(?P<unit>[a-z]+)")
-_DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens|duration|world_size", re.I)
 # Names that say a batch index or a data position: confirmation only, never alone against a gate.
 _DATA_NAME = re.compile(r"batch_?(idx|index|id|no|num|count|nb)|^(n_?|num_)?batches|nimg|kimg|tokens?_(seen|consumed)|samples?_(seen|consumed)|^(n_?|num_)?samples$", re.I)
 _BASIS_UNITS = {"batches": BATCHES, "tokens": DATA, "epochs": EPOCHS, "committed-updates": UPDATES}
@@ -104,7 +104,7 @@ def unit_of_key(model, key: Optional[str]) -> CounterUnit:
 
 def consumers_of(model, increment: Event) -> List[Consumer]:
     """The consumers that read the counter or a name computed from it, each with the unit it expects."""
-    derived = model.derived_keys(increment)
+    derived = model.counters.derived_keys(increment)
     index = model.remember(("consumers",), lambda: _consumers(model))
     seen, found = set(), []
     for key in derived:
@@ -118,7 +118,7 @@ def consumers_of(model, increment: Event) -> List[Consumer]:
 def reads_only_data_position(model, consumer: Consumer, increment: Event) -> bool:
     """The consumer reads the counter only through a product with a batch or sequence size, or through
     a name that holds such a product (`images_seen = batches * batch_size * world_size`)."""
-    derived = model.derived_keys(increment)
+    derived = model.counters.derived_keys(increment)
     positions = model.remember(("data products",), lambda: _data_products(model))
     read = consumer.keys & derived
     return bool(read) and all(k in positions for k in read) or _inside_products(model, consumer, derived)
@@ -148,21 +148,21 @@ def _counter_unit(model, key: str) -> CounterUnit:
         return CounterUnit(declared.unit, (declared,), declared=True)
     found: List[Evidence] = []
     for increment in increments:
-        update = model.attempt_for(increment, before_only=False)
-        if model.gated(increment.site, update):
+        update = model.passes.attempt_for(increment, before_only=False)
+        if model.guards.gated(increment.site, update):
             found.append(Evidence(UPDATES, increment.node, "advanced under a commit gate"))
-        elif model.window(increment.site) is not None:
-            found.append(Evidence(WINDOWS, increment.node, f"advanced once per window (`{model.text(model.window(increment.site).test)}`)"))
+        elif model.windows.boundary(increment.site) is not None:
+            found.append(Evidence(WINDOWS, increment.node, f"advanced once per window (`{model.text.of(model.windows.boundary(increment.site).test)}`)"))
         elif update is not None and update.order > increment.order:
             found.append(Evidence(BATCHES, increment.node, "advanced at the start of each batch, before the update is attempted"))
     scope = increments[0].site.scope if increments else None
     if scope is not None:
         found.extend(_recomputed(model, key, scope))
-        if key in model.remember(("data products",), lambda: _data_products(model)) or key in _scaled(model):
+        if key in model.remember(("data products",), lambda: _data_products(model)) or key in model.counters.data_positions:
             found.append(Evidence(BATCHES, increments[0].node, "multiplied by a batch size: its product is where the data stands"))
         for consumer in model.remember(("consumers",), lambda: _consumers(model)).get(key, ()):
             if consumer.unit == BATCHES and consumer.label == "schedule":
-                found.append(Evidence(BATCHES, consumer.node, f"steps a schedule laid out in batches (`{model.text(consumer.node)}`)"))
+                found.append(Evidence(BATCHES, consumer.node, f"steps a schedule laid out in batches (`{model.text.of(consumer.node)}`)"))
         name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
         if _DATA_NAME.search(name):
             found.append(Evidence(BATCHES, increments[0].node, f"named `{name}`", name_only=True))
@@ -191,7 +191,7 @@ def _declared(model, key: str, increments: List[Event]) -> Optional[Evidence]:
     (by its name as written, `params.batch_idx_train`, or its last part, `batch_idx_train`)."""
     if "steplint:" in model.source.text:
         for increment in increments:
-            first, last = model.rows(increment.node)
+            first, last = model.text.rows(increment.node)
             for row in range(first, last + 1):
                 match = _COUNTER_DECLARATION.search(model.source.line(row))
                 if match and match.group("unit") in DECLARED:
@@ -211,12 +211,12 @@ def _recomputed(model, key: str, scope) -> List[Evidence]:
     and additions of the batches a resumed run skips (`skip_first_batches(loader, n)`, then `step += n`)."""
     found = []
     batch_indices = set(model.remember(("enumerate indices",), lambda: _enumerate_indices(model)))
-    positions = _scaled(model)
+    positions = model.counters.data_positions
     for node, site in model.statements_in(scope, key):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and model.roles.key(node.target, site.scope) == key:
             skipped = [k for k in model.keys_in(node.value, site.scope) if k in positions and k != key]
             if skipped:
-                found.append(Evidence(BATCHES, node, f"advanced by `{model.text(node.value)}`, the batches a resumed run skips"))
+                found.append(Evidence(BATCHES, node, f"advanced by `{model.text.of(node.value)}`, the batches a resumed run skips"))
             continue
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and model.roles.key(node.targets[0].target, site.scope) == key):
             continue
@@ -224,11 +224,11 @@ def _recomputed(model, key: str, scope) -> List[Evidence]:
         divided = any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, (cst.FloorDivide, cst.Divide)) for s in walk_expressions(value))
         lengths = any(isinstance(s, cst.Call) and dotted(s.func) == "len" for s in walk_expressions(value))
         if lengths and divided:
-            found.append(Evidence(WINDOWS, node, f"set to `{model.text(value)}`, the data's length in windows"))
+            found.append(Evidence(WINDOWS, node, f"set to `{model.text.of(value)}`, the data's length in windows"))
         elif lengths:
-            found.append(Evidence(BATCHES, node, f"set to `{model.text(value)}`, a position in the data's batches"))
+            found.append(Evidence(BATCHES, node, f"set to `{model.text.of(value)}`, a position in the data's batches"))
         elif not divided and not batch_indices.isdisjoint(model.keys_in(value, site.scope)):
-            found.append(Evidence(BATCHES, node, f"set from the batch index (`{model.text(value)}`)"))
+            found.append(Evidence(BATCHES, node, f"set from the batch index (`{model.text.of(value)}`)"))
     return found
 
 
@@ -252,16 +252,11 @@ def _index_unit(model, key: str) -> CounterUnit:
     found = []
     start = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "start"), None)
     if start is not None and not isinstance(start, cst.Integer):
-        found.append(Evidence(BATCHES, call, f"the loop resumes at a stored batch (`start={model.text(start)}`)"))
+        found.append(Evidence(BATCHES, call, f"the loop resumes at a stored batch (`start={model.text.of(start)}`)"))
     for consumer in model.remember(("consumers",), lambda: _consumers(model)).get(key, ()):
         if consumer.label == "lr":
-            found.append(Evidence(BATCHES, consumer.node, f"the learning rate is computed from it (`{model.text(consumer.node)}`)"))
+            found.append(Evidence(BATCHES, consumer.node, f"the learning rate is computed from it (`{model.text.of(consumer.node)}`)"))
     return CounterUnit(BATCHES, tuple(found))
-
-
-def _scaled(model) -> Set[str]:
-    """Keys the model already knows as data positions (multiplied by a batch size, handed to a sampler)."""
-    return model._data_positions
 
 
 def _data_products(model) -> Set[str]:
@@ -278,7 +273,7 @@ def _data_products(model) -> Set[str]:
 
 def _is_data_product(expr: cst.BaseExpression) -> bool:
     return any(
-        isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) and _DATA_SIZE.search(" ".join(_names(s)))
+        isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) and DATA_SIZE.search(" ".join(_names(s)))
         for s in walk_expressions(expr)
     )
 
@@ -292,7 +287,7 @@ def _inside_products(model, consumer: Consumer, derived: Set[str]) -> bool:
     scope = consumer.scope
     inside, outside = 0, 0
     products = [s for s in walk_expressions(consumer.node) if isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply)]
-    covered = {id(n) for p in products if _DATA_SIZE.search(" ".join(_names(p))) for n in walk_expressions(p)}
+    covered = {id(n) for p in products if DATA_SIZE.search(" ".join(_names(p))) for n in walk_expressions(p)}
     for sub in walk_expressions(consumer.node):
         if isinstance(sub, (cst.Name, cst.Attribute)) and model.roles.key(sub, scope) in derived:
             if id(sub) in covered:
@@ -358,7 +353,7 @@ def _schedule_unit(model, event: Event):
         return UPDATES, "`step_update(n)` of a scheduler built to count updates (`t_in_epochs=False`)"
     if method == "step_batch":
         return BATCHES, "`step_batch(n)` counts batches"
-    first, last = model.rows(event.site.statement)
+    first, last = model.text.rows(event.site.statement)
     if "steplint:" in model.source.text:
         basis = intent_basis(model.source, range(first, last + 1))
         if basis is not None:
@@ -396,10 +391,10 @@ def _budget_unit(model, test: cst.BaseExpression, totals: Dict[str, cst.BaseExpr
     subs = list(walk_expressions(test))
     ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
     if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
-        return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text(test)}`) cuts the data short; it is no update budget")
+        return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text.of(test)}`) cuts the data short; it is no update budget")
     for name in _names(test):
         if name in totals:
-            why = f"`{name}` is a number of updates: `{model.text(totals[name])}`"
+            why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
             return UPDATES, Evidence(UPDATES, test, why)
     return None, None
 
