@@ -62,7 +62,6 @@ elsewhere in the loop, no fix is offered. Unsafe whenever the gate is a DeepSpee
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
-from steplint.model.units import conflicting_consumers, consumers_of, counter_unit, counts_in_other_units, describe
 from steplint.model.windows import micro_batch_counters
 from steplint.rewrite import gate_fix
 from steplint.rule import Finding, rule
@@ -75,7 +74,7 @@ def check(model):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
         update = model.passes.attempt_for(increment, before_only=False)
-        unit = counter_unit(model, increment)
+        unit = model.units.counter_unit(increment)
         if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
             feeds = _feeds_in_updates(model, increment, unit) if skipped is not None else set()
@@ -104,10 +103,10 @@ def _feeds_in_updates(model, increment, unit):
     """What the counter feeds, less the consumers the code shows to count the data (batches,
     samples, epochs) or to read the counter as a data position: counting attempts is right for them."""
     feeds = set(model.counters.feeds(increment))
-    others = [c for c in consumers_of(model, increment) if c.label in feeds]
+    others = [c for c in model.units.consumers_of(increment) if c.label in feeds]
     for label in list(feeds):
         mine = [c for c in others if c.label == label]
-        if mine and all(counts_in_other_units(model, increment, c) for c in mine):
+        if mine and all(model.units.counts_in_other_units(increment, c) for c in mine):
             feeds.discard(label)
     return feeds
 
@@ -116,13 +115,13 @@ def _conflict(model, increment, unit, update):
     """A counter of the data (batches, samples) by design is the recipe for the consumers that follow
     it (checkpoint names, cadences); it is a finding only where it feeds a consumer in committed updates."""
     feeds = model.counters.feeds(increment)
-    conflicts = [c for c in conflicting_consumers(model, increment, unit) if c.label in feeds]
+    conflicts = [c for c in model.units.conflicting_consumers(increment, unit) if c.label in feeds]
     if not conflicts:
         return None
     consumer = conflicts[0]
     name = model.text.of(increment.subject)
     message = (
-        f"`{name}` {describe(model, unit)}, skipped updates included, but feeds `{_short(model.text.of(consumer.node))}`, "
+        f"`{name}` {model.units.describe(unit)}, skipped updates included, but feeds `{_short(model.text.of(consumer.node))}`, "
         f"which counts committed updates ({consumer.evidence.why}); advance it only when the update committed, or feed that consumer an update counter{no_signal_note(update)}"
     )
     return _with_fix(model, increment, update, set(feeds), name, message)

@@ -39,7 +39,6 @@ import libcst as cst
 from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import CHECKPOINT_SAVE, OPTIMIZER_STEP, SKIPPABLE_STEP
 from steplint.model.syntax import walk_expressions
-from steplint.model.units import unit_of_key
 from steplint.rule import Finding, rule
 
 
@@ -58,7 +57,7 @@ def check(model):
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
         if not mentions or model.counters.stores_data_position(save.node):
             continue
-        if all(unit_of_key(model, model.roles.key(n, save.site.scope)).by_design for n in mentions):
+        if all(model.units.unit_of_key(model.roles.key(n, save.site.scope)).by_design for n in mentions):
             continue  # a data position by design: the checkpoint records where the data stands, in batches
         name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"

@@ -46,7 +46,6 @@ No fix: which counter the cadence meant, and where in the window it belongs, is 
 
 from steplint.model import CHECKPOINT_SAVE, EVALUATION, LOG
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY
-from steplint.model.units import unit_of_key
 from steplint.model.windows import cadence_reads, window_indices
 from steplint.rule import Finding, rule
 
@@ -70,7 +69,7 @@ def check(model):
             reads = cadence_reads(model, guard.test, scope)  # through `should_eval = step % n == 0`
             test = f"`{model.text.of(guard.test)}`" + "".join(f" (`{model.text.of(r)}`)" for r in reads[1:])
             read_batches = [k for k in batches if any(model.mentions(r, scope, k) for r in reads)]
-            if read_batches and all(unit_of_key(model, k).by_design for k in read_batches):
+            if read_batches and all(model.units.unit_of_key(k).by_design for k in read_batches):
                 continue  # a data position by design: the cadence follows it, in batches, as its consumers do
             if event.kind != LOG and read_batches:
                 # (logging every N micro-batches is a choice of granularity, not a wrong unit)

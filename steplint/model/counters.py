@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from functools import cached_property
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
+from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
 from steplint.suppress import intent_basis
@@ -222,35 +222,9 @@ class Counters:
     @cached_property
     def _fed_by_key(self) -> Dict[str, Set[str]]:
         """Key -> what reading it feeds: "schedule" (scheduler arguments), "lr" (a manual LR value),
-        "checkpoint" (a save or its condition), "eval" and "stop" (their conditions, a while test)."""
-        fed: Dict[str, Set[str]] = defaultdict(set)
-
-        def feeds(label: str, keys: Iterable[str]) -> None:
-            for k in keys:
-                fed[k].add(label)
-
-        for event in self.model.events:
-            s = event.site.scope
-            if event.kind == SCHEDULER_STEP:
-                if isinstance(event.node, cst.Assign):
-                    feeds("lr", self.model.keys_in(event.node.value, s))
-                elif _step_update_does_nothing(event):
-                    continue
-                else:
-                    for argument in event.node.args:
-                        feeds("schedule", self.model.keys_in(argument.value, s))
-            label = {CHECKPOINT_SAVE: "checkpoint", EVALUATION: "eval", EARLY_EXIT: "stop"}.get(event.kind)
-            if label is None:
-                continue
-            for guard in event.site.guards:
-                if label == "stop" and guard.early_exit:
-                    continue  # `if ...: continue` before `if done: break` decides whether this pass reaches the stop test, not the stop
-                feeds(label, self.model.keys_in(guard.test, s))
-            if event.kind == CHECKPOINT_SAVE:
-                feeds(label, self.model.keys_in(event.node, s))
-        for loop, site in self.model.structure.while_loops:
-            feeds("stop", self.model.keys_in(loop.test, site.scope))
-        return fed
+        "checkpoint" (a save or its condition), "eval" and "stop" (their conditions, a while test):
+        the labels of its consumers (model.units)."""
+        return {key: {c.label for c in consumers} for key, consumers in self.model.units.consumers.items()}
 
     def resume_keys(self) -> Set[str]:
         """Update counters a resumed run needs back: they set the LR or the end of the run. (One that
@@ -280,13 +254,6 @@ class Counters:
             and not (role.prepared or role.engine_owned or role.metric)
             and self.schedule_basis(event) == COMMITTED_UPDATES
         )
-
-
-def _step_update_does_nothing(event: Event) -> bool:
-    """timm's `step_update(n)` moves the LR only for a scheduler built with `t_in_epochs=False`;
-    unless the code shows that, the counter it reads feeds nothing."""
-    func = event.node.func if isinstance(event.node, cst.Call) else None
-    return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
 
 
 def _is_cadence(test: cst.CSTNode) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
@@ -88,54 +89,75 @@ class Consumer:
     scope: object  # the Scope it reads them in
 
 
-def counter_unit(model, increment: Event) -> CounterUnit:
-    """The unit of the counter `increment` advances, from all its increments and uses in the module."""
-    return unit_of_key(model, model.roles.key(increment.subject, increment.site.scope))
+class Units:
+    """The units facet (`model.units`): the unit of each counter and of each consumer, computed once
+    per module (per counter, on first use) and read by SL102, SL301 and SL304."""
 
+    def __init__(self, model):
+        self.model = model
 
-def unit_of_key(model, key: Optional[str]) -> CounterUnit:
-    """The unit of a counter or of a loop's batch index (`i` of `enumerate(loader)`), by its key."""
-    if key is None:
-        return CounterUnit(UNKNOWN, ())
-    if key in model.remember(("enumerate indices",), lambda: _enumerate_indices(model)):
-        return model.remember(("index unit", key), lambda: _index_unit(model, key))
-    return model.remember(("counter unit", key), lambda: _counter_unit(model, key))
+    @cached_property
+    def consumers(self) -> Dict[str, List[Consumer]]:
+        """Key -> the consumers that read it (schedule, lr, checkpoint, eval, stop), with their units."""
+        return _consumers(self.model)
 
+    @cached_property
+    def enumerate_indices(self) -> Dict[str, cst.Call]:
+        """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
+        return _enumerate_indices(self.model)
 
-def consumers_of(model, increment: Event) -> List[Consumer]:
-    """The consumers that read the counter or a name computed from it, each with the unit it expects."""
-    derived = model.counters.derived_keys(increment)
-    index = model.remember(("consumers",), lambda: _consumers(model))
-    seen, found = set(), []
-    for key in derived:
-        for consumer in index.get(key, ()):
-            if id(consumer) not in seen:
-                seen.add(id(consumer))
-                found.append(consumer)
-    return found
+    @cached_property
+    def data_products(self) -> Set[str]:
+        """Keys assigned a product with a batch or sequence size (`images_seen = n * batch_size`)."""
+        return _data_products(self.model)
 
+    def counter_unit(self, increment: Event) -> CounterUnit:
+        """The unit of the counter `increment` advances, from all its increments and uses in the module."""
+        return self.unit_of_key(self.model.roles.key(increment.subject, increment.site.scope))
 
-def reads_only_data_position(model, consumer: Consumer, increment: Event) -> bool:
-    """The consumer reads the counter only through a product with a batch or sequence size, or through
-    a name that holds such a product (`images_seen = batches * batch_size * world_size`)."""
-    derived = model.counters.derived_keys(increment)
-    positions = model.remember(("data products",), lambda: _data_products(model))
-    read = consumer.keys & derived
-    return bool(read) and all(k in positions for k in read) or _inside_products(model, consumer, derived)
+    def unit_of_key(self, key: Optional[str]) -> CounterUnit:
+        """The unit of a counter or of a loop's batch index (`i` of `enumerate(loader)`), by its key."""
+        if key is None:
+            return CounterUnit(UNKNOWN, ())
+        if key in self.enumerate_indices:
+            return self.model.remember(("index unit", key), lambda: _index_unit(self.model, key))
+        return self.model.remember(("counter unit", key), lambda: _counter_unit(self.model, key))
 
+    def consumers_of(self, increment: Event) -> List[Consumer]:
+        """The consumers that read the counter or a name computed from it, each with the unit it expects."""
+        seen, found = set(), []
+        for key in self.model.counters.derived_keys(increment):
+            for consumer in self.consumers.get(key, ()):
+                if id(consumer) not in seen:
+                    seen.add(id(consumer))
+                    found.append(consumer)
+        return found
 
-def conflicting_consumers(model, increment: Event, unit: CounterUnit) -> List[Consumer]:
-    """Consumers the counter feeds that expect committed updates while the code shows that it counts
-    something else (batches, attempted updates, data): the unit conflicts to report."""
-    if unit.unit == UPDATES:
-        return []
-    return [c for c in consumers_of(model, increment) if c.unit == UPDATES and not reads_only_data_position(model, c, increment)]
+    def reads_only_data_position(self, consumer: Consumer, increment: Event) -> bool:
+        """The consumer reads the counter only through a product with a batch or sequence size, or through
+        a name that holds such a product (`images_seen = batches * batch_size * world_size`)."""
+        derived = self.model.counters.derived_keys(increment)
+        read = consumer.keys & derived
+        return bool(read) and all(k in self.data_products for k in read) or _inside_products(self.model, consumer, derived)
 
+    def conflicting_consumers(self, increment: Event, unit: CounterUnit) -> List[Consumer]:
+        """Consumers the counter feeds that expect committed updates while the code shows that it counts
+        something else (batches, attempted updates, data): the unit conflicts to report."""
+        if unit.unit == UPDATES:
+            return []
+        return [c for c in self.consumers_of(increment) if c.unit == UPDATES and not self.reads_only_data_position(c, increment)]
 
-def counts_in_other_units(model, increment: Event, consumer: Consumer) -> bool:
-    """The consumer expects, by what the code shows, a unit of the data (batches, samples, epochs), or
-    reads the counter only as a data position: a counter that counts attempts is right for it."""
-    return consumer.unit in DATA_UNITS or reads_only_data_position(model, consumer, increment)
+    def counts_in_other_units(self, increment: Event, consumer: Consumer) -> bool:
+        """The consumer expects, by what the code shows, a unit of the data (batches, samples, epochs), or
+        reads the counter only as a data position: a counter that counts attempts is right for it."""
+        return consumer.unit in DATA_UNITS or self.reads_only_data_position(consumer, increment)
+
+    @staticmethod
+    def describe(unit: CounterUnit) -> str:
+        """The evidence for a counter's unit, for a message: `counts batches (set to ...; named ...)`."""
+        words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", UNKNOWN: "an unknown unit"}
+        reasons = "; ".join(e.why for e in unit.evidence[:2])
+        return f"counts {words[unit.unit]}" + (f" ({reasons})" if reasons else "")
 
 
 # -- counters ------------------------------------------------------------------------------------
@@ -158,9 +180,9 @@ def _counter_unit(model, key: str) -> CounterUnit:
     scope = increments[0].site.scope if increments else None
     if scope is not None:
         found.extend(_recomputed(model, key, scope))
-        if key in model.remember(("data products",), lambda: _data_products(model)) or key in model.counters.data_positions:
+        if key in model.units.data_products or key in model.counters.data_positions:
             found.append(Evidence(BATCHES, increments[0].node, "multiplied by a batch size: its product is where the data stands"))
-        for consumer in model.remember(("consumers",), lambda: _consumers(model)).get(key, ()):
+        for consumer in model.units.consumers.get(key, ()):
             if consumer.unit == BATCHES and consumer.label == "schedule":
                 found.append(Evidence(BATCHES, consumer.node, f"steps a schedule laid out in batches (`{model.text.of(consumer.node)}`)"))
         name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
@@ -210,7 +232,7 @@ def _recomputed(model, key: str, scope) -> List[Evidence]:
     index: `(epoch - 1) * len(loader)` counts batches, `epoch * len(loader) // accum` counts windows;
     and additions of the batches a resumed run skips (`skip_first_batches(loader, n)`, then `step += n`)."""
     found = []
-    batch_indices = set(model.remember(("enumerate indices",), lambda: _enumerate_indices(model)))
+    batch_indices = set(model.units.enumerate_indices)
     positions = model.counters.data_positions
     for node, site in model.statements_in(scope, key):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and model.roles.key(node.target, site.scope) == key:
@@ -248,12 +270,12 @@ def _index_unit(model, key: str) -> CounterUnit:
     """A batch index counts batches; the code shows that its consumers mean batches when the loop
     resumes at a stored position (`enumerate(loader, start=resumed + 1)`) or the learning rate is
     computed from the index itself."""
-    call = _enumerate_indices(model)[key]
+    call = model.units.enumerate_indices[key]
     found = []
     start = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "start"), None)
     if start is not None and not isinstance(start, cst.Integer):
         found.append(Evidence(BATCHES, call, f"the loop resumes at a stored batch (`start={model.text.of(start)}`)"))
-    for consumer in model.remember(("consumers",), lambda: _consumers(model)).get(key, ()):
+    for consumer in model.units.consumers.get(key, ()):
         if consumer.label == "lr":
             found.append(Evidence(BATCHES, consumer.node, f"the learning rate is computed from it (`{model.text.of(consumer.node)}`)"))
     return CounterUnit(BATCHES, tuple(found))
@@ -397,16 +419,3 @@ def _budget_unit(model, test: cst.BaseExpression, totals: Dict[str, cst.BaseExpr
             why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
             return UPDATES, Evidence(UPDATES, test, why)
     return None, None
-
-
-def describe(model, unit: CounterUnit) -> str:
-    """The evidence for a counter's unit, for a message: `counts batches (set to ...; named ...)`."""
-    words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", UNKNOWN: "an unknown unit"}
-    reasons = "; ".join(e.why for e in unit.evidence[:2])
-    return f"counts {words[unit.unit]}" + (f" ({reasons})" if reasons else "")
-
-
-__all__ = [
-    "BATCHES", "WINDOWS", "UPDATES", "DATA", "EPOCHS", "UNKNOWN", "DECLARED", "Evidence", "CounterUnit", "Consumer",
-    "counter_unit", "unit_of_key", "consumers_of", "conflicting_consumers", "counts_in_other_units", "describe",
-]
