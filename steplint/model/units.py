@@ -102,6 +102,16 @@ class Units:
         return _consumers(self.model)
 
     @cached_property
+    def increments(self) -> Dict[str, List[Event]]:
+        """Counter key -> its increments, in program order."""
+        found: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key is not None:
+                found[key].append(increment)
+        return found
+
+    @cached_property
     def enumerate_indices(self) -> Dict[str, cst.Call]:
         """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
         return _enumerate_indices(self.model)
@@ -164,7 +174,7 @@ class Units:
 
 
 def _counter_unit(model, key: str) -> CounterUnit:
-    increments = [e for e in model.of_kind(COUNTER_INCREMENT) if model.roles.key(e.subject, e.site.scope) == key]
+    increments = model.units.increments.get(key, [])
     declared = _declared(model, key, increments)
     if declared is not None:
         return CounterUnit(declared.unit, (declared,), declared=True)
