@@ -73,7 +73,7 @@ in one call and leave nothing exact to read afterwards.
 from steplint.fixes import SAFE
 from steplint.model import SCHEDULER_STEP
 from steplint.model.skips import no_signal_note, skipped_by_the_code
-from steplint.rewrite import gate_fix
+from steplint.rewrite import gate_advice, gate_fix
 from steplint.rule import Finding, rule
 
 
@@ -93,4 +93,4 @@ def check(model):
         inside = f" (it steps in `{update.via.via}`, {update.via.where})" if update.via is not None else ""
         message = f"`{name}` advances even when `{model.text(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"
         fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
-        yield Finding(step.node, message, fix)
+        yield Finding(step.node, message + (gate_advice(model, update) if fix is None else ""), fix)

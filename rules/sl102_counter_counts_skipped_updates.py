@@ -52,7 +52,7 @@ from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.model.windows import micro_batch_counters
-from steplint.rewrite import gate_fix
+from steplint.rewrite import gate_advice, gate_fix, ungated_cadences
 from steplint.rule import Finding, rule
 
 
@@ -79,11 +79,16 @@ def check(model):
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
         fix = None
         through = model.readers_right_after(increment)
-        if update.order < increment.order and through is not None:
+        elsewhere = ungated_cadences(model, increment, through) if through is not None else []
+        if update.order < increment.order and through is not None and not elsewhere:
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
             fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
+            message += gate_advice(model, update) if fix is None else ""
         elif through is None:
             message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
+        elif elsewhere:
+            lines = ("lines " if len(elsewhere) > 1 else "line ") + ", ".join(map(str, elsewhere))
+            message += f" (no fix: the cadence checks on {lines} read it too, and would fire again after each skipped update; gate them with it)"
         yield Finding(increment.node, message, fix)
 
 

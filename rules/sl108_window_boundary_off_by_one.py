@@ -42,6 +42,7 @@ included, then holds `accum` micro-batches. Unsafe when the window block itself 
 
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
 from steplint.model.windows import accumulates, counts_from_zero, reads_in_window, update_boundaries
+from steplint.rewrite import window_index_readers
 from steplint.rule import Finding, rule
 
 
@@ -56,6 +57,14 @@ def check(model):
         applicability = UNSAFE if reads_in_window(model, boundary) else SAFE
         shifted = f"({counter.value} + 1)"
         title = f"Test `{shifted}{test[end - model.span(boundary.comparison)[0]:]}`"
-        fix = Fix(title, applicability, (Edit(start, end, shifted),))
         message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text(boundary.length)}`"
-        yield Finding(boundary.comparison, message, fix)
+        # every other read of the same `index % accum` (a `no_sync()` test) moves with the window
+        others, disagreeing = window_index_readers(model, counter, boundary.length, boundary.site.scope, boundary.comparison.left)
+        if disagreeing:
+            rows = ", ".join(str(model.rows(r)[0]) for r in disagreeing)
+            yield Finding(boundary.comparison, f"{message} (no fix: line {rows} already reads `{counter.value} + 1`, and one of the two must change with the other)")
+            continue
+        edits = [Edit(start, end, shifted)] + [Edit(*model.span(r.left), shifted) for r in others]
+        if others:
+            title += " and every other test of the same index"
+        yield Finding(boundary.comparison, message, Fix(title, applicability, tuple(edits)))

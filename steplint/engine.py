@@ -146,6 +146,7 @@ def _from_recursion(error: BaseException) -> bool:
 
 def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
     from steplint.model import build_model
+    from steplint.rewrite import vetted
 
     model = build_model(source, module, settings, project)
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
@@ -172,6 +173,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
             if noqa is not None:
                 used.add((noqa, code))
                 continue
+            finding = vetted(model, finding)  # (after suppression: a suppressed finding's fix is never written)
             start, end = model.span(finding.node)
             noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
             found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))

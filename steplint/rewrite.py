@@ -7,6 +7,7 @@ engine re-parses the result and drops a fix that would not.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import List, Optional, Tuple
 
@@ -14,12 +15,14 @@ import libcst as cst
 
 from steplint import runtime
 from steplint.fixes import UNSAFE, Edit, Fix
+from steplint.preconditions import violations
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import CALL, Event
-from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
+from steplint.model.roles import ACCELERATOR, ANNOTATION, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
 from steplint.model.syntax import dotted, walk_expressions
 from steplint.notebook import starts_cell
+from steplint.rule import Finding
 
 INLINE, IMPORT = "inline", "import"
 _COMMITTED_NAMES = ("committed", "update_committed")
@@ -39,6 +42,84 @@ def holds_comment(node: cst.CSTNode) -> bool:
     finder = _CommentFinder()
     node.visit(finder)
     return finder.found
+
+
+# -- the preconditions every fix meets ---------------------------------------------------------
+
+
+def vetted(model: ModuleModel, finding: Finding) -> Finding:
+    """The finding, without its fix when the fix fails a precondition checked on the text it would
+    write (binding, committed-path equivalence: steplint.preconditions); the message then says what
+    blocks it. Rules check the preconditions that need the model (role, consistency) as they build
+    their fixes, with the functions below."""
+    if finding.fix is None:
+        return finding
+    blocked = violations(model.source.text, finding.fix)
+    return replace(finding, fix=None, message=f"{finding.message} (no fix: {'; '.join(blocked)})") if blocked else finding
+
+
+def without_fix(finding: Finding, reason: str) -> Finding:
+    """The finding with its fix dropped, and the reason appended to its message."""
+    return replace(finding, fix=None, message=f"{finding.message} (no fix: {reason})")
+
+
+# -- consistency: the readers that must agree with an edit ------------------------------------------
+
+
+def window_index_readers(model: ModuleModel, index: cst.Name, length: cst.BaseExpression, scope, tested: cst.BinaryOperation) -> Tuple[list, list]:
+    """The other reads of `index % length` in the scope, beside the window test `tested`: (those that
+    read it unshifted, which a shifted window test must shift too, as a `no_sync()` test on the same
+    index; those already shifted, which disagree with the test as it is)."""
+    length_text = model.text(length)
+    unshifted, shifted = [], []
+    for remainder, site in model.structure.remainders:
+        if remainder is tested or site.scope is not scope or model.text(remainder.right) != length_text:
+            continue
+        left = remainder.left
+        if isinstance(left, cst.Name) and left.value == index.value:
+            unshifted.append(remainder)
+        elif isinstance(left, cst.BinaryOperation) and isinstance(left.left, cst.Name) and left.left.value == index.value:
+            shifted.append(remainder)
+    return unshifted, shifted
+
+
+def ungated_cadences(model: ModuleModel, increment: Event, through: int) -> List[int]:
+    """Rows of the cadence tests (`n % k == 0`, `n == k`: true once per value) that read a counter
+    anywhere in the module (by its name: `trainer.num_updates` in the caller, a callback's
+    `state.num_updates`) outside the statements a gating fix would put under the gate: held back on
+    a skipped update, the counter would make each of them fire again (at 0 too)."""
+    name = (dotted(increment.subject) or "").rsplit(".", 1)[-1]
+    block, statement = increment.site.trail[-1]
+    index = block.index(statement)
+    gated = [model.span(s) for s in block.statements[index : index + 1 + through]]
+    rows = []
+    for comparison in _equality_tests(model):
+        start, _ = model.span(comparison)
+        if any(a <= start < b for a, b in gated):
+            continue
+        if any((isinstance(n, cst.Name) and n.value == name) or (isinstance(n, cst.Attribute) and n.attr.value == name) for n in walk_expressions(comparison)):
+            rows.append(model.rows(comparison)[0])
+    return sorted(set(rows))
+
+
+def _equality_tests(model: ModuleModel) -> list:
+    """Every comparison of the module with `==` or `!=`, in every scope."""
+
+    class Finder(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found = []
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
+                self.found.append(node)
+
+    return model.remember(("equality_tests",), lambda: _visited(model.module, Finder()).found)
+
+
+def _visited(node: cst.CSTNode, visitor: cst.CSTVisitor) -> cst.CSTVisitor:
+    node.visit(visitor)
+    return visitor
 
 
 # -- statements as lines ------------------------------------------------------------------------
@@ -123,6 +204,58 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
     return None  # timm-style loss scalers step and update in one call: nothing exact to read after it
 
 
+def is_grad_scaler(model: ModuleModel, subject: cst.BaseExpression, scope) -> bool:
+    """Role precondition of `committed_step(subject, ...)`: the object is a torch GradScaler, built
+    here by its qualified constructor (or annotated so), or one the code shows the whole GradScaler
+    protocol of (`scale(...)`, `step(...)`, `update()`) and never builds from anything else. A
+    wrapper with a `step` of its own (a toolkit's accelerator) is not one."""
+    role = model.roles.of(subject, scope)
+    if role is None or role.kind != SCALER:
+        return False
+    if role.evidence >= ANNOTATION:
+        return True
+    key = model.roles.key(subject, scope)
+    uses = _scaler_uses(model).get(key, _NO_USES)
+    return {"scale", "step", "update"} <= uses.methods and not uses.built_otherwise
+
+
+@dataclass(frozen=True)
+class _Uses:
+    methods: frozenset  # methods called on the object
+    built_otherwise: bool  # assigned from a call that does not build a GradScaler
+
+
+_NO_USES = _Uses(frozenset(), False)
+
+
+def _scaler_uses(model: ModuleModel) -> dict:
+    """Per role key: the methods the module calls on it, and whether it is built from another call."""
+
+    def compute() -> dict:
+        methods, otherwise = {}, set()
+        for call, site in model.structure.calls:
+            if isinstance(call.func, cst.Attribute):
+                key = model.roles.key(call.func.value, site.scope)
+                if key is not None:
+                    methods.setdefault(key, set()).add(call.func.attr.value)
+        for node, site in model.structure.statements:
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                built = model.roles.constructed(node.value, site.scope)
+                if built is None or built.kind != SCALER:
+                    otherwise.update(model.roles.key(t.target, site.scope) for t in node.targets)
+        return {key: _Uses(frozenset(methods.get(key, ())), key in otherwise) for key in set(methods) | otherwise}
+
+    return model.remember(("scaler_uses",), compute)
+
+
+def gate_advice(model: ModuleModel, update: Event) -> str:
+    """Why a gating fix is not offered, when it is the role precondition: empty otherwise."""
+    if update.strategy == SCALER and not update.gate_var and not is_grad_scaler(model, update.subject, update.site.scope):
+        name = model.text(update.subject)
+        return f" (no fix: `{name}` is not shown to be a torch GradScaler, so nothing exact says whether its `step` committed)"
+    return ""
+
+
 def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
     """The scaler step inside a function of this module that `update` calls, when that function can
     return whether it committed: one unconditional `scaler.step(optimizer)` in its body, no loop, no
@@ -189,7 +322,7 @@ def gate_fix(
         edits.append(Edit(offset, offset, unit))
     if update.strategy == "deepspeed":
         applicability = UNSAFE  # fp16 DeepSpeed needs a GPU: no runtime test here proves `was_step_applied()`
-    return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}")
+    return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}", gate=condition)
 
 
 def _indentable_rows(model: ModuleModel, run: List[cst.BaseStatement]) -> Optional[List[int]]:
@@ -212,6 +345,8 @@ def committed_update_edits(model: ModuleModel, update: Event, condition: str, fi
         return _commit_through_helper(model, update, condition, fix_gate)
     if update.strategy != SCALER or update.gate_var:
         return []
+    if not is_grad_scaler(model, update.subject, update.site.scope):
+        return None  # committed_step calls is_enabled(), step() and reads the found-inf record: a GradScaler's
     statement = lone_statement(model, update.site)
     if statement is None or not isinstance(statement.body[0], cst.Expr) or statement.body[0].value is not update.node:
         return None
