@@ -6,6 +6,7 @@ import gc
 import re
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional
 
@@ -240,10 +241,13 @@ def fix_source(
     diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)
     `diagnostics`: lint_source's answer for `text` with `project`, when the caller has it."""
     fixed: List[Diagnostic] = []
+    shown_without_fix: Optional[Counter] = None
     for _ in range(max_rounds):
         if diagnostics is None:
             diagnostics = lint_source(path, text, settings, project)
-        fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
+        if shown_without_fix is None:
+            shown_without_fix = Counter((d.code, d.message) for d in diagnostics if d.fix is None or not d.fix.applies(unsafe_fixes))
+        fixable = [d for d in _agreeing(diagnostics, shown_without_fix) if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
             return FixResult(text, fixed, diagnostics)  # the last round linted the final text
@@ -257,6 +261,20 @@ def fix_source(
             return FixResult(text, fixed, diagnostics)
         text, diagnostics = candidate, None
     return FixResult(text, fixed, lint_source(path, text, settings, project))
+
+
+def _agreeing(diagnostics: List[Diagnostic], shown_without_fix: Counter) -> List[Diagnostic]:
+    """The diagnostics of a later round, but those the first report showed without a fix (matched
+    by code and message): a fix that appears only after other fixes went in (SL303's restore, once
+    SL302 added the entry to the checkpoint) is applied by the next run, whose report shows it."""
+    left = Counter(shown_without_fix)
+    kept = []
+    for d in diagnostics:
+        if left[(d.code, d.message)] > 0:
+            left[(d.code, d.message)] -= 1
+        else:
+            kept.append(d)
+    return kept
 
 
 def _first_that_parses(text: str, fixes):

@@ -229,7 +229,9 @@ _NO_USES = _Uses(frozenset(), False)
 
 
 def _scaler_uses(model: ModuleModel) -> dict:
-    """Per role key: the methods the module calls on it, and whether it is built from another call."""
+    """Per role key: the methods the module calls on the object, and whether it is built from a
+    call that does not build a GradScaler. An argument and the parameter it is passed to, in a
+    function of this module, are one object."""
 
     def compute() -> dict:
         methods, otherwise = {}, set()
@@ -243,9 +245,34 @@ def _scaler_uses(model: ModuleModel) -> dict:
                 built = model.roles.constructed(node.value, site.scope)
                 if built is None or built.kind != SCALER:
                     otherwise.update(model.roles.key(t.target, site.scope) for t in node.targets)
+        for _ in range(3):  # through up to three calls
+            for argument, parameter in _passed(model):
+                joined = methods.get(argument, set()) | methods.get(parameter, set())
+                methods[argument] = methods[parameter] = joined
+                if argument in otherwise:
+                    otherwise.add(parameter)
         return {key: _Uses(frozenset(methods.get(key, ())), key in otherwise) for key in set(methods) | otherwise}
 
     return model.remember(("scaler_uses",), compute)
+
+
+def _passed(model: ModuleModel) -> List[Tuple[str, str]]:
+    """(argument key, parameter key) of each name passed to a function of this module."""
+    found = []
+    for call, site in model.structure.calls:
+        target = model.roles.callee(call.func, site.scope)
+        if target is None:
+            continue
+        params = list(target.params)[1:] if target.self_name else list(target.params)
+        by_name = {p.name.value: p for p in params}
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                break
+            param = by_name.get(arg.keyword.value) if arg.keyword else (params[index] if index < len(params) else None)
+            key = model.roles.key(arg.value, site.scope) if param is not None and isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            if key is not None:
+                found.append((key, f"{target.name}:{param.name.value}"))
+    return found
 
 
 def gate_advice(model: ModuleModel, update: Event) -> str:
