@@ -63,6 +63,15 @@ test of ours has run that gate.
 No fix for updates the code skips itself: moving the scheduler into the update's branch is left to you.
 There is no fix for timm-style `loss_scaler(loss, optimizer)` calls, which step and update the scaler
 in one call and leave nothing exact to read afterwards.
+Preconditions: role (`committed_step` only on a torch GradScaler: built by its qualified
+constructor, annotated so, or shown with `scale`, `step` and `update` and never built from another
+call; a toolkit's wrapper with a `step` of its own gets no fix, and the message says so); binding
+(the `committed` flag exists on the fp32 branch too: `committed = True` before the branch);
+committed-path equivalence (checked on the fixed tree: with the gate true, the fixed module is the
+original one, statement for statement).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)

@@ -35,6 +35,13 @@ before the backward (which steps the previous window), and when gradients are cl
 The fix tests `(step + 1) % accum == 0`. Safe: a runtime test shows every window, the first
 included, then holds `accum` micro-batches. Unsafe when the window block itself reads `step`
 (a checkpoint name, a logged step): those values move with the boundary.
+Consistency: every other test of the same `step % accum` in the function (the `no_sync()` test that
+picks the micro-batch whose backward all-reduces) is shifted with the window test, so the
+gradients are reduced on the micro-batch the optimizer steps on (proven on two gloo ranks); when
+one already reads `step + 1`, there is no fix.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Gradient accumulation](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)

@@ -31,6 +31,12 @@ for an accelerate or DeepSpeed step without accumulation, whose recipe counts at
 ## Fix safety
 Unsafe, where one update counter advances in the window block: the fix names the checkpoint after
 it, which changes the checkpoint's file name or stored step.
+Consistency: every value feeding the save from the batch index changes with it (a `path` set from `i`
+in the same window), or there is no fix and the message names it; `i + 1` (batches done) becomes the
+counter itself once the counter counted this update, never `counter + 1` (proven at run time).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
 import libcst as cst
