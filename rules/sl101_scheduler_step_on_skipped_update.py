@@ -41,9 +41,9 @@ when ColossalAI boosts the optimizer in fp16 (`booster.boost(...)` with a Gemini
 HybridParallel plugin, fp16 unless `precision=` says otherwise, or `Booster(mixed_precision="fp16")`
 with a DDP plugin), when a `try` around it catches `OverflowError` and goes on (fairseq's fp16
 optimizers raise it on overflow), or when `[tool.steplint.roles] skippable-optimizer = [...]` names it
-(for frameworks steplint does not know). None of these leaves a signal a fix could gate on after the
-step, so there is no fix and the message says so. With `OverflowError` the exception itself tells the
-code: what runs in the `try` after the step, in its `else:`, under a flag the handler sets
+(for frameworks steplint does not know). None of these but the last leaves a signal a fix could gate
+on after the step, so there is no fix and the message says so. With `OverflowError` the exception
+itself tells the code: what runs in the `try` after the step, in its `else:`, under a flag the handler sets
 (`if not overflow:`) or after a handler that ends the pass (`continue`) sees committed updates only,
 and is silent.
 
@@ -60,6 +60,10 @@ scheduler after the batch loop, and a call marked `# steplint: schedule=tokens` 
 Safe: only the scheduler's advance changes, to the committed updates the schedule is written in.
 Unsafe when the gate is a DeepSpeed engine's `was_step_applied()`: fp16 DeepSpeed needs a GPU, so no
 test of ours has run that gate.
+With an `except OverflowError` handler that drops the update and goes on, the fix sets
+`committed = True` before the `try` and `committed = False` first in the handler, and gates the
+scheduler after the `try` on it (proven at run time with an optimizer that raises on overflow); a
+scheduler in the `finally:` or in a one-line handler gets no fix.
 No fix for updates the code skips itself: moving the scheduler into the update's branch is left to you.
 There is no fix for timm-style `loss_scaler(loss, optimizer)` calls, which step and update the scaler
 in one call and leave nothing exact to read afterwards.

@@ -395,8 +395,8 @@ def _committed_path(tree: ast.Module, condition: str, variable: Optional[str]) -
                 return []
             if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == variable:
                 value = s.value
-                if isinstance(value, ast.Constant) and value.value is True:
-                    return []
+                if isinstance(value, ast.Constant) and value.value in (True, False):
+                    return []  # the flag's own bookkeeping (False: where an update was dropped)
                 if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == COMMITTED_STEP and len(value.args) == 2:
                     scaler, optimizer = value.args
                     return [ast.Expr(ast.Call(ast.Attribute(scaler, "step", ast.Load()), [optimizer], []))]

@@ -18,6 +18,7 @@ from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.preconditions import violations
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import CALL, Event
+from steplint.model.overflow import OVERFLOW_ERROR
 from steplint.model.roles import ACCELERATOR, ANNOTATION, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
 from steplint.model.syntax import dotted, walk_expressions
@@ -195,6 +196,14 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return f"not {update.role.accelerator}.optimizer_step_was_skipped"
     if update.strategy == "deepspeed":
         return f"{model.text(update.subject)}.was_step_applied()"
+    if update.strategy == OVERFLOW_ERROR:
+        handling = overflow_try(update)
+        if handling is None:
+            return None
+        existing = _flag_of(model, handling)
+        if existing is not None:
+            return existing
+        return next((n for n in _COMMITTED_NAMES if n not in scope.local_names), None) if scope.name != "<module>" else None
     if update.strategy == CALL:
         if update.gate_var:
             return update.gate_var
@@ -283,6 +292,70 @@ def gate_advice(model: ModuleModel, update: Event) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class OverflowTry:
+    """The `try` whose `except OverflowError` handler drops an update, where it stands."""
+
+    statement: cst.Try
+    handler: cst.ExceptHandler
+    block: object  # the block that holds the `try`
+
+
+def overflow_try(update: Event) -> Optional[OverflowTry]:
+    """For an update an `except OverflowError` drops: the innermost `try` around it with that handler."""
+    for index in range(len(update.site.trail) - 1, 0, -1):
+        block, _ = update.site.trail[index]
+        if isinstance(block.owner, cst.Try):
+            handler = next((h for h in block.owner.handlers if _catches_overflow(h)), None)
+            if handler is not None:
+                return OverflowTry(block.owner, handler, update.site.trail[index - 1][0])
+    return None
+
+
+def _catches_overflow(handler: cst.ExceptHandler) -> bool:
+    caught = handler.type
+    names = [e.value for e in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
+    return any(isinstance(n, cst.Name) and n.value == "OverflowError" for n in names)
+
+
+def _flag_of(model: ModuleModel, handling: OverflowTry) -> Optional[str]:
+    """`committed`, when the code already sets it True before the `try` and False first in the handler."""
+    body = handling.handler.body
+    index = handling.block.index(handling.statement)
+    before = handling.block.statements[index - 1] if index else None
+    first = body.body[0] if isinstance(body, cst.IndentedBlock) and body.body else None
+    for name in _COMMITTED_NAMES:
+        if (
+            isinstance(first, cst.SimpleStatementLine) and model.text(first.body[0]).strip() == f"{name} = False"
+            and isinstance(before, cst.SimpleStatementLine) and model.text(before.body[0]).strip() == f"{name} = True"
+        ):
+            return name
+    return None
+
+
+def _overflow_flag_edits(model: ModuleModel, update: Event, target: Event, condition: str) -> Optional[List[Edit]]:
+    """`committed = True` before the `try`, `committed = False` first in its `except OverflowError`
+    handler: the handler runs exactly when the update was dropped. Only for a target after the `try`,
+    in the block that holds it."""
+    handling = overflow_try(update)
+    if handling is None or not any(b is handling.block for b, _ in target.site.trail):
+        return None
+    if model.span(target.node)[0] < model.span(handling.statement)[1]:
+        return None
+    if _flag_of(model, handling) == condition:
+        return []
+    body = handling.handler.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return None  # `except OverflowError: pass` on one line
+    newline = model.source.newline
+    start, _ = model.span(handling.statement)
+    indent = model.source.indentation(model.rows(handling.statement)[0])
+    first = body.body[0]
+    first_start, _ = model.span(first)
+    inner = model.source.indentation(model.rows(first)[0])
+    return [Edit(start, start, f"{condition} = True{newline}{indent}"), Edit(first_start, first_start, f"{condition} = False{newline}{inner}")]
+
+
 def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
     """The scaler step inside a function of this module that `update` calls, when that function can
     return whether it committed: one unconditional `scaler.step(optimizer)` in its body, no loop, no
@@ -328,7 +401,10 @@ def gate_fix(
     rows = _indentable_rows(model, run)
     if rows is None:
         return None
-    edits = committed_update_edits(model, update, condition, fix_gate)
+    if update.strategy == OVERFLOW_ERROR:
+        edits = _overflow_flag_edits(model, update, target, condition)
+    else:
+        edits = committed_update_edits(model, update, condition, fix_gate)
     if edits is None:
         return None
     edits += _init_edits(model, update, target, condition)

@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from test_runtime_fix import LOOPS, SKIPPED, fixed_copy, load, poisoned_windows
+from test_runtime_fix import BASE_LR, LOOPS, SKIPPED, fixed_copy, load, poisoned_windows, warmup
 
 
 def _batches(n):
@@ -89,3 +89,40 @@ def test_checkpoint_named_and_stored_in_committed_updates(tmp_path):
     assert _saves(fixed, after) == [2, 4]
     assert sorted(p.name for p in after.iterdir()) == ["ckpt-2.pt", "ckpt-4.pt"]
     assert [torch.load(after / f"ckpt-{n}.pt")["step"] for n in (2, 4)] == [2, 4]
+
+
+class RaisingOnOverflow:
+    """An fp16-style optimizer wrapper, as fairseq's: `step()` raises OverflowError on non-finite gradients."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def backward(self, loss):
+        loss.backward()
+
+    def step(self):
+        if any(p.grad is not None and not torch.isfinite(p.grad).all() for g in self.optimizer.param_groups for p in g["params"]):
+            raise OverflowError("gradient overflow")
+        self.optimizer.step()
+
+    def zero_grad(self):
+        self.optimizer.zero_grad()
+
+
+def _overflow_lrs(module):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    model.weight.register_hook(poisoned_windows(SKIPPED, 1))
+    inner = torch.optim.SGD(model.parameters(), lr=BASE_LR)
+    used = []
+    inner.register_step_pre_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
+    module.train(model, RaisingOnOverflow(inner), torch.optim.lr_scheduler.LambdaLR(inner, warmup), _batches(12))
+    return used
+
+
+@pytest.mark.runtime
+def test_overflow_error_handler_sets_the_commit_flag(tmp_path):
+    committed = 12 - len(SKIPPED)
+    assert _overflow_lrs(load(LOOPS / "overflow_error_loop.py")) != pytest.approx([BASE_LR * warmup(k) for k in range(committed)])
+    fixed = fixed_copy(tmp_path, "overflow_error_loop.py", unsafe=False)
+    assert _overflow_lrs(load(fixed)) == pytest.approx([BASE_LR * warmup(k) for k in range(committed)])
