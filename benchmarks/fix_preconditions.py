@@ -1,11 +1,14 @@
 """Apply every fix the corpus produces and check its preconditions mechanically (issue 20).
 
-    python benchmarks/fix_preconditions.py [--trees DIR ...] [--repos a/b,c/d] [--limit N]
+    python benchmarks/fix_preconditions.py [--trees DIR ...] [--repos a/b,c/d] [--dump FILE ...] [--all-files]
 
 Reads the trees `benchmarks/corpus/run.py` extracted (folders `<owner>+<name>@<commit>` holding a
 `.corpus-extracted` marker; default: /work/corpus/trees-base and /work/corpus-trees). No
-third-party code is kept here. Each repository is linted with its project index, as `steplint
-check` does; then, for every fix offered (safe and unsafe):
+third-party code is kept here. Only the files some corpus run reported on are linted (a fix comes
+with a diagnostic): those listed in `--dump` files (run.py's `--dump`; default: the baseline dump
+in /work/corpus) and in each trees folder's `results/`; `--all-files` lints every file instead. Each
+file is linted with its repository's project index, as `steplint check` does; then, for every fix
+offered (safe and unsafe):
 
 - binding and committed-path equivalence on the text it writes (steplint.preconditions);
 - role: every `committed_step(x, ...)` the fixed module calls takes an object the model of the
@@ -21,6 +24,7 @@ last line is the number of violations (0 is the goal).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections import Counter
@@ -41,6 +45,7 @@ from steplint.rewrite import is_grad_scaler  # noqa: E402
 from steplint.source import Source, parse_python  # noqa: E402
 
 DEFAULT_TREES = [Path("/work/corpus/trees-base"), Path("/work/corpus-trees")]
+DEFAULT_DUMP = Path("/work/corpus/baseline-72b1856.json")
 _SHIFTED = re.compile(r"\(\s*(\w+)\s*\+\s*1\s*\)\s*%\s*([\w.]+)")
 
 
@@ -86,7 +91,21 @@ def agreement_violations(text, diagnostics, fixed_text):
     return found
 
 
-def check_tree(tree, limit, out):
+def diagnosed_files(dumps, roots):
+    """(repo, path) of every file a corpus run reported on."""
+    found = set()
+    entries = []
+    for dump in dumps:
+        entries += json.loads(Path(dump).read_text())
+    for root in roots:
+        for result in (root / "results").glob("*.json"):
+            entries += json.loads(result.read_text()).get("diagnostics", [])
+    for entry in entries:
+        found.add((entry["repo"], entry["path"]))
+    return found
+
+
+def check_tree(tree, limit, out, only=None):
     files = sorted(str(p) for p in tree.rglob("*.py") if p.is_file())
     texts = {}
     for path in files:
@@ -94,7 +113,9 @@ def check_tree(tree, limit, out):
             texts[path] = Path(path).read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
             continue
-    candidates = [p for p, t in texts.items() if needs_analysis(t)][:limit]
+    candidates = [p for p, t in texts.items() if needs_analysis(t) and (only is None or Path(p).relative_to(tree).as_posix() in only)][:limit]
+    if not candidates:
+        return 0, 0
     index = build_index(list(texts), str(tree), texts=texts, cache=False)
     fixes = violations_found = 0
     for path in candidates:
@@ -128,11 +149,17 @@ def main(argv=None):
     parser.add_argument("--trees", type=Path, action="append", help="a folder of extracted trees (repeatable)")
     parser.add_argument("--repos", default="", help="comma-separated owner/name filter")
     parser.add_argument("--limit", type=int, default=10_000, help="candidate files per repository")
+    parser.add_argument("--dump", action="append", help="a corpus dump (JSON) whose files to lint (repeatable)")
+    parser.add_argument("--all-files", action="store_true", help="lint every file, not only the reported ones")
     args = parser.parse_args(argv)
     repos = {r for r in args.repos.split(",") if r}
+    roots = args.trees or DEFAULT_TREES
+    diagnosed = None if args.all_files else diagnosed_files(args.dump or [DEFAULT_DUMP], roots)
     total_fixes = total = 0
-    for tree in trees(args.trees or DEFAULT_TREES, repos):
-        fixes, found = check_tree(tree, args.limit, sys.stdout)
+    for tree in trees(roots, repos):
+        repo = tree.name.split("@")[0].replace("+", "/")
+        only = None if diagnosed is None else {path for r, path in diagnosed if r == repo}
+        fixes, found = check_tree(tree, args.limit, sys.stdout, only)
         print(f"{tree.name}: {fixes} fixes, {found} violations", flush=True)
         total_fixes += fixes
         total += found
