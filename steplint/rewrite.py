@@ -93,14 +93,28 @@ def ungated_cadences(model: ModuleModel, increment: Event, through: int) -> List
     block, statement = increment.site.trail[-1]
     index = block.index(statement)
     gated = [model.span(s) for s in block.statements[index : index + 1 + through]]
+    scope = increment.site.scope
+    local = isinstance(increment.subject, cst.Name) and scope.name != "<module>" and scope.owner_of(name) is scope and not _leaves(model, scope, name)
     rows = []
     for comparison in _equality_tests(model):
         start, _ = model.span(comparison)
         if any(a <= start < b for a, b in gated):
             continue
+        if local and not (model.span(scope.node)[0] <= start < model.span(scope.node)[1]):
+            continue  # a local that is neither returned nor passed on is read only in its function
         if any((isinstance(n, cst.Name) and n.value == name) or (isinstance(n, cst.Attribute) and n.attr.value == name) for n in walk_expressions(comparison)):
             rows.append(model.rows(comparison)[0])
     return sorted(set(rows))
+
+
+def _leaves(model: ModuleModel, scope, name: str) -> bool:
+    """The local `name` is returned, yielded or passed to a call, somewhere in its function."""
+    for node in walk_expressions(scope.node.body):
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and any(isinstance(n, cst.Name) and n.value == name for n in walk_expressions(node.value)):
+            return True
+        if isinstance(node, cst.Arg) and isinstance(node.value, cst.Name) and node.value.value == name:
+            return True
+    return False
 
 
 def _equality_tests(model: ModuleModel) -> list:
