@@ -246,8 +246,8 @@ def fix_source(
         if diagnostics is None:
             diagnostics = lint_source(path, text, settings, project)
         if shown_without_fix is None:
-            shown_without_fix = Counter((d.code, d.message) for d in diagnostics if d.fix is None or not d.fix.applies(unsafe_fixes))
-        fixable = [d for d in _agreeing(diagnostics, shown_without_fix) if d.fix is not None and d.fix.applies(unsafe_fixes)]
+            shown_without_fix = Counter(_identity(d, text) for d in diagnostics if d.fix is None or not d.fix.applies(unsafe_fixes))
+        fixable = [d for d in _agreeing(diagnostics, text, shown_without_fix) if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
             return FixResult(text, fixed, diagnostics)  # the last round linted the final text
@@ -263,15 +263,21 @@ def fix_source(
     return FixResult(text, fixed, lint_source(path, text, settings, project))
 
 
-def _agreeing(diagnostics: List[Diagnostic], shown_without_fix: Counter) -> List[Diagnostic]:
-    """The diagnostics of a later round, but those the first report showed without a fix (matched
-    by code and message): a fix that appears only after other fixes went in (SL303's restore, once
-    SL302 added the entry to the checkpoint) is applied by the next run, whose report shows it."""
+def _identity(d: Diagnostic, text: str) -> tuple:
+    """What tells a diagnostic apart across fix rounds: its code, message and the flagged code."""
+    return d.code, d.message, " ".join(text[d.start : d.end].split())
+
+
+def _agreeing(diagnostics: List[Diagnostic], text: str, shown_without_fix: Counter) -> List[Diagnostic]:
+    """The diagnostics of a later round, but those the first report showed without a fix: a fix
+    that appears only after other fixes went in (SL303's restore, once SL302 added the entry to the
+    checkpoint) is applied by the next run, whose report shows it."""
     left = Counter(shown_without_fix)
     kept = []
     for d in diagnostics:
-        if left[(d.code, d.message)] > 0:
-            left[(d.code, d.message)] -= 1
+        identity = _identity(d, text)
+        if left[identity] > 0:
+            left[identity] -= 1
         else:
             kept.append(d)
     return kept
