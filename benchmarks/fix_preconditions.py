@@ -127,6 +127,9 @@ def check_tree(tree, limit, out, only=None):
             print(f"  {path}: lint raised {type(error).__name__}", file=out)
             continue
         found = []
+        withheld = sum(1 for d in diagnostics if "(no fix:" in d.message)
+        if withheld:
+            print(f"  {Path(path).relative_to(tree)}: {withheld} fix(es) withheld by a precondition", file=out)
         for d in diagnostics:
             if d.fix is None:
                 continue
