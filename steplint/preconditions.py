@@ -106,21 +106,21 @@ def violations(text: str, fix: Fix) -> List[str]:
 def unbound_reads(result: Edited) -> List[Tuple[str, int]]:
     """(name, row) of each read in inserted text of a local name, or of `self.attr`, that may be unbound."""
     found: List[Tuple[str, int]] = []
-    for scope, method, cls in _scopes(result.tree):
+    for scope, cls in _scopes(result.tree):
         flow = _Flow(result, _local_names(scope), _self_name(scope) if cls is not None else None, _class_attributes(cls, scope), found)
         start = set(_parameters(scope)) if not isinstance(scope, ast.Module) else set()
         flow.block(_body(scope), frozenset(start))
     return found
 
 
-def _scopes(tree: ast.Module) -> Iterator[Tuple[ast.AST, bool, Optional[ast.ClassDef]]]:
+def _scopes(tree: ast.Module) -> Iterator[Tuple[ast.AST, Optional[ast.ClassDef]]]:
     """Each scope with its statements: the module, and every function (with its class, for a method)."""
-    yield tree, False, None
+    yield tree, None
 
-    def walk(node: ast.AST, cls: Optional[ast.ClassDef]) -> Iterator[Tuple[ast.AST, bool, Optional[ast.ClassDef]]]:
+    def walk(node: ast.AST, cls: Optional[ast.ClassDef]) -> Iterator[Tuple[ast.AST, Optional[ast.ClassDef]]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield child, cls is not None, cls
+                yield child, cls
                 yield from walk(child, None)
             elif isinstance(child, ast.ClassDef):
                 yield from walk(child, child)
@@ -316,7 +316,7 @@ def overwritten_restores(result: Edited) -> List[Tuple[str, int]]:
     again after it: later in its function, anywhere in a loop around it, or (for `self.x`) in another
     method of its class than `__init__` (in any other method, when the restore is in `__init__`)."""
     found = []
-    for scope, _, cls in _scopes(result.tree):
+    for scope, cls in _scopes(result.tree):
         if isinstance(scope, ast.Module):
             continue
         self_name = _self_name(scope) if cls is not None else None

@@ -18,7 +18,7 @@ from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.preconditions import violations
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import CALL, Event
-from steplint.model.overflow import OVERFLOW_ERROR
+from steplint.model.overflow import OVERFLOW_ERROR, catches_overflow
 from steplint.model.roles import ACCELERATOR, ANNOTATION, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
 from steplint.model.syntax import dotted, walk_expressions
@@ -57,11 +57,6 @@ def vetted(model: ModuleModel, finding: Finding) -> Finding:
         return finding
     blocked = violations(model.source.text, finding.fix)
     return replace(finding, fix=None, message=f"{finding.message} (no fix: {'; '.join(blocked)})") if blocked else finding
-
-
-def without_fix(finding: Finding, reason: str) -> Finding:
-    """The finding with its fix dropped, and the reason appended to its message."""
-    return replace(finding, fix=None, message=f"{finding.message} (no fix: {reason})")
 
 
 # -- consistency: the readers that must agree with an edit ------------------------------------------
@@ -320,16 +315,10 @@ def overflow_try(update: Event) -> Optional[OverflowTry]:
     for index in range(len(update.site.trail) - 1, 0, -1):
         block, _ = update.site.trail[index]
         if isinstance(block.owner, cst.Try):
-            handler = next((h for h in block.owner.handlers if _catches_overflow(h)), None)
+            handler = next((h for h in block.owner.handlers if catches_overflow(h)), None)
             if handler is not None:
                 return OverflowTry(block.owner, handler, update.site.trail[index - 1][0])
     return None
-
-
-def _catches_overflow(handler: cst.ExceptHandler) -> bool:
-    caught = handler.type
-    names = [e.value for e in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
-    return any(isinstance(n, cst.Name) and n.value == "OverflowError" for n in names)
 
 
 def _flag_of(model: ModuleModel, handling: OverflowTry) -> Optional[str]:
