@@ -180,12 +180,27 @@ def _class_attributes(cls: Optional[ast.ClassDef], method: ast.AST) -> FrozenSet
     if cls is None:
         return frozenset()
     names = {f"self.{t.id}" for s in cls.body if isinstance(s, (ast.Assign, ast.AnnAssign)) for t in _targets(s) if isinstance(t, ast.Name)}
+    if cls.bases:  # what the class never assigns comes from a base class (its `__init__`, as far as we can tell)
+        names |= {f"self.{n.attr}" for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)} - _assigned_attributes(cls)
     init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
     if init is not None and init is not method:
         after = _Flow(None, _local_names(init), _self_name(init), frozenset(), []).block(list(init.body), frozenset(_parameters(init)))
         if after is not _ANYTHING:
             names |= {n for n in after if n.startswith("self.")}
     return frozenset(names)
+
+
+def _assigned_attributes(cls: ast.ClassDef) -> Set[str]:
+    """`self.x` of every `x` a method of the class assigns."""
+    found = set()
+    for method in cls.body:
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self_name = _self_name(method)
+            for node in _own_nodes(method):
+                if isinstance(node, ast.stmt):
+                    for target in _targets(node):
+                        found |= {n for n in _bound_by(target, self_name) if n.startswith("self.")}
+    return found
 
 
 def _targets(statement: ast.stmt) -> List[ast.expr]:

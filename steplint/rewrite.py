@@ -224,9 +224,10 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
 
 def is_grad_scaler(model: ModuleModel, subject: cst.BaseExpression, scope) -> bool:
     """Role precondition of `committed_step(subject, ...)`: the object is a torch GradScaler, built
-    here by its qualified constructor (or annotated so), or one the code shows the whole GradScaler
-    protocol of (`scale(...)`, `step(...)`, `update()`) and never builds from anything else. A
-    wrapper with a `step` of its own (a toolkit's accelerator) is not one."""
+    here by its qualified constructor (or annotated so), or one the code shows the GradScaler
+    protocol of (`step(...)`, `update()` and one of GradScaler's own methods: `scale`, `unscale_`,
+    `is_enabled`, `get_scale`) and never builds from anything else. A wrapper with a `step` of its
+    own (a toolkit's accelerator) is not one."""
     role = model.roles.of(subject, scope)
     if role is None or role.kind != SCALER:
         return False
@@ -234,7 +235,10 @@ def is_grad_scaler(model: ModuleModel, subject: cst.BaseExpression, scope) -> bo
         return True
     key = model.roles.key(subject, scope)
     uses = _scaler_uses(model).get(key, _NO_USES)
-    return {"scale", "step", "update"} <= uses.methods and not uses.built_otherwise
+    return {"step", "update"} <= uses.methods and bool(uses.methods & _SCALER_ONLY) and not uses.built_otherwise
+
+
+_SCALER_ONLY = frozenset({"scale", "unscale_", "is_enabled", "get_scale"})  # methods a GradScaler has and a wrapper's `step` does not imply
 
 
 @dataclass(frozen=True)
