@@ -65,7 +65,7 @@ def role_violations(path, text):
     for call, site in model.structure.calls:
         if isinstance(call.func, cst.Name) and call.func.value == COMMITTED_STEP and call.args and site.scope.name != COMMITTED_STEP:
             if not is_grad_scaler(model, call.args[0].value, site.scope):
-                found.append(f"committed_step on `{model.text(call.args[0].value)}`, not shown to be a GradScaler")
+                found.append(f"committed_step on `{model.text.of(call.args[0].value)}`, not shown to be a GradScaler")
     return found
 
 

@@ -93,17 +93,17 @@ from steplint.rule import Finding, rule
 @rule("SL101", "scheduler-step-on-skipped-update", "Scheduler advances after an update that may have been skipped", fix=SAFE)
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
-        update = model.attempt_for(step)
-        if update is None and model.per_update_scheduler(step):
+        update = model.passes.attempt_for(step)
+        if update is None and model.counters.per_update_scheduler(step):
             skipped = skipped_by_the_code(model, step)
             if skipped is not None:
-                name, check = model.text(step.subject), model.text(skipped[1].test)
-                yield Finding(step.node, f"`{name}` advances even when the code skips `{model.text(skipped[0].node)}` (`{check}`); advance it with the update")
+                name, check = model.text.of(step.subject), model.text.of(skipped[1].test)
+                yield Finding(step.node, f"`{name}` advances even when the code skips `{model.text.of(skipped[0].node)}` (`{check}`); advance it with the update")
             continue
-        if update is None or not model.per_update_scheduler(step) or model.gated(step.site, update):
+        if update is None or not model.counters.per_update_scheduler(step) or model.guards.gated(step.site, update):
             continue
-        name = model.text(step.subject)
+        name = model.text.of(step.subject)
         inside = f" (it steps in `{update.via.via}`, {update.via.where})" if update.via is not None else ""
-        message = f"`{name}` advances even when `{model.text(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"
+        message = f"`{name}` advances even when `{model.text.of(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"
         fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
         yield Finding(step.node, message + (gate_advice(model, update) if fix is None else ""), fix)

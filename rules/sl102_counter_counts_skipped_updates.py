@@ -75,23 +75,23 @@ def check(model):
     for increment in model.of_kind(COUNTER_INCREMENT):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
-        update = model.attempt_for(increment, before_only=False)
-        if update is None and not model.gated(increment.site):
+        update = model.passes.attempt_for(increment, before_only=False)
+        if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
-            feeds = model.counter_feeds(increment) if skipped is not None else set()
+            feeds = model.counters.feeds(increment) if skipped is not None else set()
             if feeds:
-                name, check = model.text(increment.subject), model.text(skipped[1].test)
+                name, check = model.text.of(increment.subject), model.text.of(skipped[1].test)
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
-        feeds = model.counter_feeds(increment) if update is not None else set()
-        if update is not None and (model.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer"):
+        feeds = model.counters.feeds(increment) if update is not None else set()
+        if update is not None and (model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer"):
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
-        if not feeds or model.gated(increment.site, update):
+        if not feeds or model.guards.gated(increment.site, update):
             continue
-        name = model.text(increment.subject)
+        name = model.text.of(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
         fix = None
-        through = model.readers_right_after(increment)
+        through = model.counters.readers_right_after(increment)
         elsewhere = ungated_cadences(model, increment, through) if through is not None else []
         if update.order < increment.order and through is not None and not elsewhere:
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE

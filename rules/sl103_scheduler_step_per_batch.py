@@ -50,19 +50,19 @@ from steplint.rule import Finding, rule
 @rule("SL103", "scheduler-step-per-batch", "Scheduler or update counter advances every batch under gradient accumulation", fix="sometimes")
 def check(model):
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
-        update = model.update_outside_window(event)
-        if update is None or model.gated(event.site, update):
+        update = model.windows.update_outside(event)
+        if update is None or model.guards.gated(event.site, update):
             continue
-        name = model.text(event.subject)
+        name = model.text.of(event.subject)
         if event.kind == SCHEDULER_STEP:
-            if not model.per_update_scheduler(event):
+            if not model.counters.per_update_scheduler(event):
                 continue
             applicability = SAFE
         else:
-            feeds = model.counter_feeds(event)
+            feeds = model.counters.feeds(event)
             if not feeds & {"schedule", "lr"}:
                 continue
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
-        boundary = model.window(update.site)
-        message = f"`{name}` advances every batch, but the optimizer updates once per window (`{model.text(boundary.test)}`)"
+        boundary = model.windows.boundary(update.site)
+        message = f"`{name}` advances every batch, but the optimizer updates once per window (`{model.text.of(boundary.test)}`)"
         yield Finding(event.node, message, move_into_window(model, event, boundary, f"Move `{name}` into the window block", applicability))

@@ -53,14 +53,14 @@ from steplint.rule import Finding, rule
 @rule("SL104", "scheduler-before-optimizer", "Scheduler advances before the optimizer update", fix=SAFE)
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
-        if not model.per_update_scheduler(step) or model.gated(step.site) or not _sets_its_first_lr(step.role):
+        if not model.counters.per_update_scheduler(step) or model.guards.gated(step.site) or not _sets_its_first_lr(step.role):
             continue
-        updates = [u for u in model.in_iteration(step, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is model.window(step.site)]
+        updates = [u for u in model.passes.in_iteration(step, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.windows.boundary(u.site) is model.windows.boundary(step.site)]
         if not updates or any(u.order < step.order for u in updates):
             continue
         update = updates[0]
-        name = model.text(step.subject)
-        message = f"`{name}` advances before `{model.text(update.node)}`: the schedule's first value is skipped and every LR comes one update early"
+        name = model.text.of(step.subject)
+        message = f"`{name}` advances before `{model.text.of(update.node)}`: the schedule's first value is skipped and every LR comes one update early"
         yield Finding(step.node, message, _after_update(model, step, update, name))
 
 
@@ -81,5 +81,5 @@ def _after_update(model, step, update, name):
     offset = after_statement(model, holder) if holder is not None and statement is not None else None
     if offset is None:
         return None
-    indent = model.source.indentation(model.rows(statement)[0])
+    indent = model.source.indentation(model.text.rows(statement)[0])
     return Fix(f"Move `{name}` after the update", SAFE, tuple(move_to(model, statement, offset, indent)))

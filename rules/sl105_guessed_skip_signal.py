@@ -72,10 +72,10 @@ from steplint.rule import Finding, rule
 def check(model):
     uses = {}  # id(guess) -> (guess, negation, container, [(event, update, guard), ...]), in order
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
-        update = model.attempt_for(event)
+        update = model.passes.attempt_for(event)
         if update is None:
             continue
-        for guard in model.commit_guards(event.site, update, (GUESSED_GATE,)):
+        for guard in model.guards.gates(event.site, update, (GUESSED_GATE,)):
             for guess, negation, container in guesses(model, guard.test, event.site.scope):
                 uses.setdefault(id(guess), (guess, negation, container, []))[3].append((event, update, guard))
     for guess, negation, container, gated in uses.values():
@@ -93,17 +93,17 @@ def _message(model, guess, update, guard, scope):
     if isinstance(guess, cst.Call):
         return "Loss finiteness is not the commit signal: gradients can overflow while the loss is finite, and the skipped update still counts"
     if scale_comparison(model, guess, scope) is cst.LessThan and not guard.negated:  # (the strict test runs the schedule)
-        return f"`{model.text(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
+        return f"`{model.text.of(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
     if _read_before_update(model, guess, update):
-        return f"`{model.text(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
-    return f"`{model.text(guess)}` guesses the commit from the loss scale: wrong when optimizers share the scaler, after underflow and after `update(new_scale=...)`"
+        return f"`{model.text.of(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
+    return f"`{model.text.of(guess)}` guesses the commit from the loss scale: wrong when optimizers share the scaler, after underflow and after `update(new_scale=...)`"
 
 
 def _read_before_update(model, guess, update):
     if update.strategy != SCALER:
         return False  # (a helper that steps may update the scale too)
     order = model.order_of_expression(guess)
-    after = [u.order for u in model.in_iteration(update, SCALER_UPDATE) if u.order > update.order]
+    after = [u.order for u in model.passes.in_iteration(update, SCALER_UPDATE) if u.order > update.order]
     return order is not None and (not after or order < min(after))
 
 
@@ -119,9 +119,9 @@ def _fix(model, guess, negation, container, gated):
         return None
     if any(u is not update or _ends_a_pass(g) for _, u, g in gated):
         return None  # (one guess gating the schedules of two optimizers cannot become one flag)
-    if not model.runs_only_with(model.site_of_expression(guess), update.site):
+    if not model.passes.runs_only_with(model.site_of_expression(guess), update.site):
         return None  # `if use_amp: scaler.step(opt) else: opt.step()`, the guess after both: no flag on the other path
-    if model.shares_its_pass(update) and not _only_paired_schedulers(model, guess, container, gated):
+    if model.passes.shares_its_pass(update) and not _only_paired_schedulers(model, guess, container, gated):
         return None
     edits = committed_update_edits(model, update, condition, model.settings.fix_gate)
     if edits is None:
@@ -132,8 +132,8 @@ def _fix(model, guess, negation, container, gated):
         replaced, text = negation, condition  # `not isnan(loss)` reads `committed`
     else:
         replaced, text = guess, f"not {condition}" if guess is container else f"(not {condition})"
-    start, end = model.span(replaced)
-    return Fix(f"Use the exact commit signal `{condition}`", SAFE, tuple(edits) + (Edit(start, end, text),), group=f"gate@{model.span(update.node)[0]}")
+    start, end = model.text.span(replaced)
+    return Fix(f"Use the exact commit signal `{condition}`", SAFE, tuple(edits) + (Edit(start, end, text),), group=f"gate@{model.text.span(update.node)[0]}")
 
 
 def _only_paired_schedulers(model, guess, container, gated):
@@ -144,5 +144,5 @@ def _only_paired_schedulers(model, guess, container, gated):
     body = getattr(guard.statement, "body", None)
     if guess is not container or container is not guard.test or guard.negated or not isinstance(body, cst.IndentedBlock):
         return False
-    paired = {id(e.site.statement) for e, _, _ in gated if e.kind == SCHEDULER_STEP and model.built_on(e, update)}
+    paired = {id(e.site.statement) for e, _, _ in gated if e.kind == SCHEDULER_STEP and model.passes.built_on(e, update)}
     return all(id(statement) in paired for statement in body.body)

@@ -78,9 +78,9 @@ def check(model):
         if event.role is None or not event.role.fused or not stepped or _already_wrapped(event):
             continue
         fix = _wrap_hook(model, event, stepped) if event.kind == STEP_HOOK else None
-        yield Finding(event.node, _MESSAGES[event.kind].format(name=model.text(event.subject)), fix)
+        yield Finding(event.node, _MESSAGES[event.kind].format(name=model.text.of(event.subject)), fix)
     for event in model.of_kind(SKIP_FLAG_READ):
-        accelerator = model.text(event.subject)
+        accelerator = model.text.of(event.subject)
         fused = [u for u in skippable if u.strategy == "accelerate" and u.role.fused and u.role.accelerator == accelerator]
         if fused:
             yield Finding(event.node, _MESSAGES[SKIP_FLAG_READ].format(name=accelerator))
@@ -96,12 +96,12 @@ def _wrap_hook(model, event, updates):
     scalers = {model.roles.key(u.subject, u.site.scope) for u in updates if u.strategy == SCALER}
     if len(scalers) != 1 or not event.node.args:
         return None
-    scaler_text = model.text(next(u.subject for u in updates if u.strategy == SCALER))
+    scaler_text = model.text.of(next(u.subject for u in updates if u.strategy == SCALER))
     if model.roles.key(cst.parse_expression(scaler_text), event.site.scope) not in scalers:
         return None  # the scaler has another name where the hook is registered
     hook = event.node.args[0].value
-    start, end = model.span(hook)
-    edits = [Edit(start, end, f"{HOOK_HELPER}({scaler_text}, {model.text(hook)})")]
+    start, end = model.text.span(hook)
+    edits = [Edit(start, end, f"{HOOK_HELPER}({scaler_text}, {model.text.of(hook)})")]
     helper = helper_edit(model, model.settings.fix_gate, HOOK_HELPER)
     if helper is not None:
         edits.append(helper)

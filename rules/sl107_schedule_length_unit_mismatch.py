@@ -44,28 +44,29 @@ diagnostic says why, when a name it inserts a read of may be unbound there; and 
 
 from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import SCHEDULER_STEP
-from steplint.model.windows import assignments, counts_from_zero, indexes_its_loop, modulo_boundary, schedule_length_in_batches, visible_before
+from steplint.model.schedules import assignments, schedule_length_in_batches, visible_before
+from steplint.model.windows import counts_from_zero, indexes_its_loop, modulo_boundary
 from steplint.rule import Finding, rule
 
 
 @rule("SL107", "schedule-length-unit-mismatch", "Scheduler length counted in batches while it steps once per accumulation window", fix="unsafe")
 def check(model):
     reported = set()
-    windowed = [(e, model.window(e.site)) for e in model.of_kind(SCHEDULER_STEP) if model.window(e.site) is not None]
-    candidates = [(e, modulo_boundary(model, w)) for e, w in windowed if model.per_update_scheduler(e)]
+    windowed = [(e, model.windows.boundary(e.site)) for e in model.of_kind(SCHEDULER_STEP) if model.windows.boundary(e.site) is not None]
+    candidates = [(e, modulo_boundary(model, w)) for e, w in windowed if model.counters.per_update_scheduler(e)]
     known = assignments(model) if candidates else None
     for event, boundary in candidates:
         length = schedule_length_in_batches(model, known, event, boundary) if boundary is not None else None
         if length is None or id(length.constructor) in reported:
             continue
         reported.add(id(length.constructor))
-        accum = model.text(boundary.length)
-        loader_length = model.text(length.loader_length)
-        argument = model.text(length.argument)
+        accum = model.text.of(boundary.length)
+        loader_length = model.text.of(length.loader_length)
+        argument = model.text.of(length.argument)
         counted = "" if loader_length in argument else f" (from `{loader_length}`)"
         message = (
-            f"`{model.text(event.subject)}`'s length `{argument}` counts batches{counted}, but it steps once per window "
-            f"(`{model.text(boundary.guard.test)}`): the schedule runs `{accum}` times too slowly and stops short of its end"
+            f"`{model.text.of(event.subject)}`'s length `{argument}` counts batches{counted}, but it steps once per window "
+            f"(`{model.text.of(boundary.guard.test)}`): the schedule runs `{accum}` times too slowly and stops short of its end"
         )
         yield Finding(length.argument, message, _rescale(model, known, length, boundary, loader_length, accum))
 
@@ -76,5 +77,5 @@ def _rescale(model, known, length, boundary, loader_length, accum):
     order = model.order_of_expression(length.loader_length)
     if not exact or order is None or not visible_before(known, boundary.length, length.site.scope, order):
         return None
-    start, end = model.span(length.loader_length)
+    start, end = model.text.span(length.loader_length)
     return Fix(f"Count windows: `({loader_length} // {accum})`", UNSAFE, (Edit(start, end, f"({loader_length} // {accum})"),))

@@ -59,19 +59,19 @@ def check(model):
         if boundary.shifted or not counts_from_zero(model, boundary) or not accumulates(model, boundary):
             continue
         counter = boundary.counter
-        test = model.text(boundary.comparison)
-        start, end = model.span(counter)
+        test = model.text.of(boundary.comparison)
+        start, end = model.text.span(counter)
         applicability = UNSAFE if reads_in_window(model, boundary) else SAFE
         shifted = f"({counter.value} + 1)"
-        title = f"Test `{shifted}{test[end - model.span(boundary.comparison)[0]:]}`"
-        message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text(boundary.length)}`"
+        title = f"Test `{shifted}{test[end - model.text.span(boundary.comparison)[0]:]}`"
+        message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text.of(boundary.length)}`"
         # every other read of the same `index % accum` (a `no_sync()` test) moves with the window
         others, disagreeing = window_index_readers(model, counter, boundary.length, boundary.site.scope, boundary.comparison.left)
         if disagreeing:
-            rows = ", ".join(str(model.rows(r)[0]) for r in disagreeing)
+            rows = ", ".join(str(model.text.rows(r)[0]) for r in disagreeing)
             yield Finding(boundary.comparison, f"{message} (no fix: line {rows} already reads `{counter.value} + 1`, and one of the two must change with the other)")
             continue
-        edits = [Edit(start, end, shifted)] + [Edit(*model.span(r.left), shifted) for r in others]
+        edits = [Edit(start, end, shifted)] + [Edit(*model.text.span(r.left), shifted) for r in others]
         if others:
             title += " and every other test of the same index"
         yield Finding(boundary.comparison, message, Fix(title, applicability, tuple(edits)))

@@ -52,10 +52,10 @@ from steplint.rule import Finding, rule
 @rule("SL109", "ema-update-per-batch", "EMA or averaged-model update every batch under gradient accumulation", fix="safe")
 def check(model):
     for event in model.of_kind(EMA_UPDATE):
-        update = model.update_outside_window(event)
-        if update is None or model.gated(event.site) or model.window(event.site) is not None:
+        update = model.windows.update_outside(event)
+        if update is None or model.guards.gated(event.site) or model.windows.boundary(event.site) is not None:
             continue
-        boundary = model.window(update.site)
-        name = model.text(event.node.func)
-        message = f"`{name}` runs every batch, but the optimizer updates once per window (`{model.text(boundary.test)}`): the average counts micro-batches"
+        boundary = model.windows.boundary(update.site)
+        name = model.text.of(event.node.func)
+        message = f"`{name}` runs every batch, but the optimizer updates once per window (`{model.text.of(boundary.test)}`): the average counts micro-batches"
         yield Finding(event.node, message, move_into_window(model, event, boundary, f"Move `{name}(...)` into the window block", SAFE))

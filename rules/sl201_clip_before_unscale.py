@@ -49,19 +49,19 @@ from steplint.rule import Finding, rule
 @rule("SL201", "clip-before-unscale", "Gradients clipped while still scaled by the GradScaler", fix=SAFE)
 def check(model):
     for clip in model.of_kind(CLIP):
-        scaled = sorted((b for b in model.in_iteration(clip, SCALED_BACKWARD) + _micro_batch_backwards(model, clip) if b.order < clip.order), key=lambda b: b.order)
-        steps = [s for s in model.in_iteration(clip, SKIPPABLE_STEP) if s.order > clip.order and s.strategy == SCALER]
+        scaled = sorted((b for b in model.passes.in_iteration(clip, SCALED_BACKWARD) + _micro_batch_backwards(model, clip) if b.order < clip.order), key=lambda b: b.order)
+        steps = [s for s in model.passes.in_iteration(clip, SKIPPABLE_STEP) if s.order > clip.order and s.strategy == SCALER]
         if not scaled or not steps:
             continue
         update = steps[0]
-        unscaled = [u for u in model.in_iteration(clip, UNSCALE) if scaled[-1].order < u.order < clip.order]
+        unscaled = [u for u in model.passes.in_iteration(clip, UNSCALE) if scaled[-1].order < u.order < clip.order]
         if unscaled:
             continue
-        line = f"{model.text(update.subject)}.unscale_({model.text(update.optimizer)})"
-        later = [u for u in model.in_iteration(clip, UNSCALE) if clip.order < u.order < update.order]
+        line = f"{model.text.of(update.subject)}.unscale_({model.text.of(update.optimizer)})"
+        later = [u for u in model.passes.in_iteration(clip, UNSCALE) if clip.order < u.order < update.order]
         if later:
             # a second unscale_ would raise "unscale_() has already been called": move the one there is
-            fix = _move_before(model, later[0], clip, model.text(later[0].node))
+            fix = _move_before(model, later[0], clip, model.text.of(later[0].node))
         else:
             edit = insert_before(model, clip.site, line)
             fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
@@ -75,7 +75,7 @@ def _micro_batch_backwards(model, clip):
     return [
         b for b in model.of_kind(SCALED_BACKWARD)
         if b.site.scope is clip.site.scope and len(b.site.loops) > depth
-        and all(x is y for x, y in zip(b.site.loops, clip.site.loops)) and not model.exclusive(b.site, clip.site)
+        and all(x is y for x, y in zip(b.site.loops, clip.site.loops)) and not model.passes.exclusive(b.site, clip.site)
     ]
 
 
@@ -83,6 +83,6 @@ def _move_before(model, unscale, clip, text):
     statement, target = lone_statement(model, unscale.site), lone_statement(model, clip.site)
     if statement is None or target is None or unscale.site.trail[-1][0] is not clip.site.trail[-1][0]:
         return None
-    row_start = model.source.line_starts[model.rows(target)[0] - 1]
-    indent = model.source.indentation(model.rows(target)[0])
+    row_start = model.source.line_starts[model.text.rows(target)[0] - 1]
+    indent = model.source.indentation(model.text.rows(target)[0])
     return Fix(f"Move `{text}` before clipping", SAFE, tuple(move_to(model, statement, row_start, indent)))

@@ -54,20 +54,20 @@ from steplint.rule import Finding, rule
 def check(model):
     updates = model.by_object(SCALER_UPDATE)
     for step in model.of_kind(SKIPPABLE_STEP):
-        if step.strategy != SCALER or step.role is None or model.update_left_to_callers(step):
+        if step.strategy != SCALER or step.role is None or model.passes.update_left_to_callers(step):
             continue
         of_this_scaler = updates.get(model.object_key(step), [])
-        if any(model.covers(u.site, step.site) for u in of_this_scaler):
+        if any(model.passes.covers(u.site, step.site) for u in of_this_scaler):
             continue
-        scaler = model.text(step.subject)
+        scaler = model.text.of(step.subject)
         fix = None
         if not of_this_scaler:
             # (after the last step of the pass: not inside `for opt in optimizers:`, once per optimizer)
             edit = insert_after(model, step.site, f"{scaler}.update()") if _last_step_of_its_pass(model, step) else None
             fix = Fix(f"Insert `{scaler}.update()` after the step", SAFE, (edit,)) if edit else None
             message = f"`{scaler}.update()` is never called: the loss scale never backs off, and updates keep being skipped"
-        elif any(model.same_iteration(u.site, step.site) and u.order > step.order for u in of_this_scaler):
-            message = f"`{scaler}.update()` does not run on every path after `{model.text(step.node)}`"
+        elif any(model.passes.same_iteration(u.site, step.site) and u.order > step.order for u in of_this_scaler):
+            message = f"`{scaler}.update()` does not run on every path after `{model.text.of(step.node)}`"
         else:
             continue  # the update is elsewhere (another method): we cannot tell the order
         yield Finding(step.node, message, fix)
@@ -81,8 +81,8 @@ def _last_step_of_its_pass(model, step):
     inside `for opt in optimizers:`, once per optimizer, either.)"""
     if id(step.node) in model.in_group_loop:
         return False
-    others = [s for s in model.in_iteration(step, SKIPPABLE_STEP) if model.same_object(s, step)]
-    return all(model.covers(step.site, other.site) for other in others)
+    others = [s for s in model.passes.in_iteration(step, SKIPPABLE_STEP) if model.same_object(s, step)]
+    return all(model.passes.covers(step.site, other.site) for other in others)
 
 
 def _unscale_then_skip(model, updates):
@@ -92,15 +92,15 @@ def _unscale_then_skip(model, updates):
         of_this_scaler = updates.get(model.object_key(unscale), [])
         if any(u.node is unscale.node for u in of_this_scaler):
             continue  # a helper that unscales and updates in one call: its own paths are checked where it is defined
-        later = [u for u in of_this_scaler if model.same_iteration(u.site, unscale.site) and u.order > unscale.order]
-        stepped = [s for s in steps if model.same_object(s, unscale) and model.covers(s.site, unscale.site)]
-        if not later or stepped or any(model.covers(u.site, unscale.site) for u in later):
+        later = [u for u in of_this_scaler if model.passes.same_iteration(u.site, unscale.site) and u.order > unscale.order]
+        stepped = [s for s in steps if model.same_object(s, unscale) and model.passes.covers(s.site, unscale.site)]
+        if not later or stepped or any(model.passes.covers(u.site, unscale.site) for u in later):
             continue
-        if any(model.exclusive(a.site, b.site) for a in later for b in later if a is not b):
+        if any(model.passes.exclusive(a.site, b.site) for a in later for b in later if a is not b):
             continue  # each branch updates
         own = {id(g.test) for g in unscale.site.guards}
         skips = [g for g in later[0].site.guards if id(g.test) not in own]
-        if any(model.guard_kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
+        if any(model.guards.kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
             continue  # a window (SL205) or a commit gate decides, not a skip of this path
-        scaler = model.text(unscale.subject)
-        yield Finding(unscale.node, f"A path after `{model.text(unscale.node)}` skips both `{scaler}.step` and `{scaler}.update()` (`{model.text(skips[0].test)}`): the next `unscale_` raises, and the scale is never lowered")
+        scaler = model.text.of(unscale.subject)
+        yield Finding(unscale.node, f"A path after `{model.text.of(unscale.node)}` skips both `{scaler}.step` and `{scaler}.update()` (`{model.text.of(skips[0].test)}`): the next `unscale_` raises, and the scale is never lowered")

@@ -52,17 +52,17 @@ def check(model):
             continue
         if model.roles.key(step.subject, step.site.scope) in model.roles.wrapped:
             continue  # `model, optimizer = amp_library.initialize(model, optimizer)` may scale by itself
-        scaled = [b for b in model.in_iteration(step, SCALED_BACKWARD) if b.order < step.order and b.role.enabled is not False]
+        scaled = [b for b in model.passes.in_iteration(step, SCALED_BACKWARD) if b.order < step.order and b.role.enabled is not False]
         if not scaled:
             continue
-        scaler = model.text(scaled[-1].subject)
-        optimizer = model.text(step.subject)
+        scaler = model.text.of(scaled[-1].subject)
+        optimizer = model.text.of(step.subject)
         message = f"`{optimizer}.step()` applies gradients that `{scaler}` scaled, inf/NaN included; use `{scaler}.step({optimizer})`"
-        if not model.runs_only_with(step.site, scaled[-1].site):
+        if not model.passes.runs_only_with(step.site, scaled[-1].site):
             # `if use_amp: scaler.scale(loss).backward()` and an unconditional step: on the fp32 path
             # the scaler may be disabled or absent, so the call cannot simply be swapped.
             yield Finding(step.node, message + f" where the loss was scaled (the step also runs where it was not)", None)
             continue
-        start, end = model.span(step.node)
+        start, end = model.text.span(step.node)
         fix = None if holds_comment(step.node) else Fix(f"Use `{scaler}.step({optimizer})`", SAFE, (Edit(start, end, f"{scaler}.step({optimizer})"),))
         yield Finding(step.node, message, fix)

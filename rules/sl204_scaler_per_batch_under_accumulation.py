@@ -52,19 +52,19 @@ def check(model):
     steps = [s for s in model.of_kind(SKIPPABLE_STEP) if s.strategy == SCALER and s.role is not None]
     for update in model.of_kind(SCALER_UPDATE):
         windowed = [
-            s for s in model.in_iteration(update, SKIPPABLE_STEP)
-            if s.strategy == SCALER and s.role is not None and model.same_object(s, update) and model.window(s.site)
+            s for s in model.passes.in_iteration(update, SKIPPABLE_STEP)
+            if s.strategy == SCALER and s.role is not None and model.same_object(s, update) and model.windows.boundary(s.site)
         ]
-        if not windowed or model.same_window(windowed[0].site, update.site):
+        if not windowed or model.windows.same_window(windowed[0].site, update.site):
             continue
-        boundary = model.window(windowed[0].site)
-        scaler = model.text(update.subject)
+        boundary = model.windows.boundary(windowed[0].site)
+        scaler = model.text.of(update.subject)
         fix = move_into_window(model, update, boundary, f"Move `{scaler}.update()` into the window block", SAFE)
-        yield Finding(update.node, f"`{scaler}.update()` runs every batch, but `{scaler}.step` once per window (`{model.text(boundary.test)}`)", fix)
+        yield Finding(update.node, f"`{scaler}.update()` runs every batch, but `{scaler}.step` once per window (`{model.text.of(boundary.test)}`)", fix)
     for step in steps:
-        if model.window(step.site) is not None or model.ends_early_before(step.site):
+        if model.windows.boundary(step.site) is not None or model.passes.ends_early_before(step.site):
             continue
-        cleared = [z for z in model.in_iteration(step, ZERO_GRAD) if model.window(z.site) is not None]
+        cleared = [z for z in model.passes.in_iteration(step, ZERO_GRAD) if model.windows.boundary(z.site) is not None]
         if cleared:
-            boundary = model.window(cleared[0].site)
-            yield Finding(step.node, f"`{model.text(step.node)}` runs every batch while gradients accumulate until `{model.text(boundary.test)}`: it unscales the accumulated gradients again each time")
+            boundary = model.windows.boundary(cleared[0].site)
+            yield Finding(step.node, f"`{model.text.of(step.node)}` runs every batch while gradients accumulate until `{model.text.of(boundary.test)}`: it unscales the accumulated gradients again each time")

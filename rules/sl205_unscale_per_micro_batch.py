@@ -57,19 +57,19 @@ from steplint.rule import Finding, rule
 @rule("SL205", "unscale-per-micro-batch", "`scaler.unscale_` (and its clipping) every micro-batch under gradient accumulation", fix="safe")
 def check(model):
     for unscale in model.of_kind(UNSCALE):
-        if model.window(unscale.site) is not None:
+        if model.windows.boundary(unscale.site) is not None:
             continue
         steps = [
-            s for s in model.in_iteration(unscale, SKIPPABLE_STEP)
-            if s.strategy == SCALER and model.same_object(s, unscale) and model.window(s.site) is not None
-            and not model.same_window(s.site, unscale.site)
+            s for s in model.passes.in_iteration(unscale, SKIPPABLE_STEP)
+            if s.strategy == SCALER and model.same_object(s, unscale) and model.windows.boundary(s.site) is not None
+            and not model.windows.same_window(s.site, unscale.site)
         ]
         if not steps:
             continue
         step = steps[0]
-        boundary = model.window(step.site)
-        scaler = model.text(unscale.subject)
-        message = f"`{model.text(unscale.node)}` runs every micro-batch, but `{scaler}.step` once per window (`{model.text(boundary.test)}`): the second call raises, or unscales the gradients again"
+        boundary = model.windows.boundary(step.site)
+        scaler = model.text.of(unscale.subject)
+        message = f"`{model.text.of(unscale.node)}` runs every micro-batch, but `{scaler}.step` once per window (`{model.text.of(boundary.test)}`): the second call raises, or unscales the gradients again"
         yield Finding(unscale.node, message, _move_fix(model, unscale, step))
 
 
@@ -79,8 +79,8 @@ def _move_fix(model, unscale, step):
     statement = lone_statement(model, unscale.site)
     if statement is None or step.order < unscale.order:
         return None
-    clips = [c for c in model.in_iteration(unscale, CLIP) if unscale.order < c.order < step.order]
-    windowed = [c for c in clips if model.window(c.site) is not None]
+    clips = [c for c in model.passes.in_iteration(unscale, CLIP) if unscale.order < c.order < step.order]
+    windowed = [c for c in clips if model.windows.boundary(c.site) is not None]
     anchor = lone_statement(model, windowed[0].site if windowed else step.site)  # unscale before any clip
     clips = [c for c in clips if c not in windowed]
     if anchor is None:
@@ -94,7 +94,7 @@ def _move_fix(model, unscale, step):
         moved.append(candidate)
     if len(moved) - 1 != len(clips) or any(_result_read_outside(model, s, step) for s in moved):
         return None
-    title = f"Move `{model.text(unscale.node)}`" + (" and the clipping" if clips else "") + " into the window block"
+    title = f"Move `{model.text.of(unscale.node)}`" + (" and the clipping" if clips else "") + " into the window block"
     return Fix(title, SAFE, tuple(move_before(model, moved, anchor)))
 
 

@@ -50,19 +50,19 @@ from steplint.rule import Finding, rule
 @rule("SL301", "checkpoint-keyed-to-batch", "Checkpoint name or stored step counts batches, not updates", fix=UNSAFE)
 def check(model):
     for save in model.of_kind(CHECKPOINT_SAVE):
-        updates = [u for u in model.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.window(u.site) is not None or u.kind == SKIPPABLE_STEP]
+        updates = [u for u in model.passes.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.windows.boundary(u.site) is not None or u.kind == SKIPPABLE_STEP]
         if not updates:
             continue
         update = updates[0]
-        windowed = model.window(update.site) is not None
-        if not windowed and model.recipe_counts_attempts(update):
+        windowed = model.windows.boundary(update.site) is not None
+        if not windowed and model.counters.recipe_counts_attempts(update):
             continue
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
-        batches = model.batch_indices(update.site.loop, counters=windowed)
+        batches = model.counters.batch_indices(update.site.loop, counters=windowed)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
-        if not mentions or model.stores_data_position(save.node):
+        if not mentions or model.counters.stores_data_position(save.node):
             continue
-        name = model.text(mentions[0])
+        name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"
         message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"
         fix, advice = _use_counter(model, save, update, mentions, batches)
@@ -86,8 +86,8 @@ def _use_counter(model, save, update, mentions, batches):
     (batches done) becomes the counter once it counted this update, and a local the save reads
     (`path = f"ckpt-{i}.pt"`) set in the same window from the batch index changes with it.
     Returns (fix, advice): the advice says what blocks the fix when there is none."""
-    counters = [k for k in model.windowed_counters(update) if k]
-    if len(counters) != 1 or not model.same_window(update.site, save.site):
+    counters = [k for k in model.counters.windowed(update) if k]
+    if len(counters) != 1 or not model.windows.same_window(update.site, save.site):
         return None, ""
     key = counters[0]
     text = key.split(":", 1)[1]
@@ -101,8 +101,8 @@ def _use_counter(model, save, update, mentions, batches):
             read = [n for n in walk_expressions(node.value) if isinstance(n, cst.Name) and model.roles.key(n, site.scope) in batches]
             if not read:
                 continue
-            if site.loop is not save.site.loop or site.order > save.order or not model.same_window(update.site, site):
-                return None, f" (no fix: `{name}`, set on line {model.rows(node)[0]} from `{read[0].value}`, names it too, outside the window)"
+            if site.loop is not save.site.loop or site.order > save.order or not model.windows.same_window(update.site, site):
+                return None, f" (no fix: `{name}`, set on line {model.text.rows(node)[0]} from `{read[0].value}`, names it too, outside the window)"
             edits += _replacements(model, node.value, read, text, counted)
     return Fix(f"Key the checkpoint to `{text}`", UNSAFE, tuple(edits)), ""
 
@@ -117,5 +117,5 @@ def _replacements(model, node, mentions, counter, counted):
     edits = []
     for mention in mentions:
         whole = plus_one.get(id(mention)) if counted else None
-        edits.append(Edit(*model.span(whole if whole is not None else mention), counter))
+        edits.append(Edit(*model.text.span(whole if whole is not None else mention), counter))
     return edits

@@ -54,10 +54,10 @@ from steplint.rule import Finding, rule
 def check(model):
     reported = set()
     for save in model.of_kind(CHECKPOINT_SAVE):
-        checkpoint = model.checkpoint(save)
+        checkpoint = model.state.checkpoint(save)
         if checkpoint is None or OPTIMIZER not in checkpoint.holds:
             continue
-        state = model.step_state(save.site.scope)
+        state = model.state.step_state(save.site.scope)
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
         # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
         identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), checkpoint.name), tuple(missing))
@@ -89,10 +89,10 @@ def _add_entries(model, checkpoint, missing):
     title = "Add " + ", ".join(f'"{n}"' for n, _ in entries) + " to the checkpoint"
     newline = model.source.newline
     if checkpoint.name is not None:
-        start, _ = model.span(checkpoint.save.node)
-        first = model.rows(checkpoint.save.site.statement)[0]
+        start, _ = model.text.span(checkpoint.save.node)
+        first = model.text.rows(checkpoint.save.site.statement)[0]
         indent = model.source.indentation(first)
-        if model.span(checkpoint.save.site.statement.body[0])[0] != start:
+        if model.text.span(checkpoint.save.site.statement.body[0])[0] != start:
             return None
         text = "".join(f'{checkpoint.name}["{n}"] = {v}{newline}{indent}' for n, v in entries)
         return Fix(title, UNSAFE, (Edit(start, start, text),))
@@ -100,13 +100,13 @@ def _add_entries(model, checkpoint, missing):
     if node is None or not node.elements:
         return None
     last = node.elements[-1]
-    _, value_end = model.span(last.value)
+    _, value_end = model.text.span(last.value)
     has_comma = isinstance(last.comma, cst.Comma)
     after = model.source.text.index(",", value_end) + 1 if has_comma else value_end
-    if model.rows(node)[0] == model.rows(last.value)[1]:
+    if model.text.rows(node)[0] == model.text.rows(last.value)[1]:
         text = "".join(f' "{n}": {v},' for n, v in entries) if has_comma else "".join(f', "{n}": {v}' for n, v in entries)
     else:
-        indent = model.source.indentation(model.rows(last.value)[0])
+        indent = model.source.indentation(model.text.rows(last.value)[0])
         lines = [f'{indent}"{n}": {v}' for n, v in entries]
         text = ("" if has_comma else ",") + "".join(newline + line + ("," if has_comma or i < len(lines) - 1 else "") for i, line in enumerate(lines))
     return Fix(title, UNSAFE, (Edit(after, after, text),))

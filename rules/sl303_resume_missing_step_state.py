@@ -53,8 +53,8 @@ from steplint.rule import Finding, rule
 @rule("SL303", "resume-missing-step-state", "Resume restores the optimizer but not the scheduler, scaler or counter", fix="sometimes")
 def check(model):
     loads = model.of_kind(STATE_LOAD)
-    saved = model.saved_under()
-    restored = model.restored_from_checkpoint()
+    saved = model.state.saved_under
+    restored = model.state.restored_from_checkpoint
     reported = set()
     # a function of this module that restores the optimizer itself is where its resume is reported,
     # not again at each call that reaches it (`train()` -> `before_train()` -> `resume_train()`)
@@ -62,8 +62,8 @@ def check(model):
     for load in loads:
         if load.role.kind != OPTIMIZER or (load.via is not None and load.via.via in restoring_here):
             continue
-        state = model.step_state(load.site.scope)
-        missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state_loaded(key)]
+        state = model.state.step_state(load.site.scope)
+        missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
         identity = (id(load.site.scope), tuple(missing))
         if not missing or identity in reported:
@@ -81,8 +81,8 @@ def _restore(model, load, missing, saved):
     argument = load.node.args[0].value
     if not (isinstance(argument, cst.Subscript) and isinstance(argument.value, (cst.Name, cst.Attribute))):
         return None
-    source = model.text(argument.value)
-    indent = model.source.indentation(model.rows(load.site.statement)[0])
+    source = model.text.of(argument.value)
+    indent = model.source.indentation(model.text.rows(load.site.statement)[0])
     unit = model.module.default_indent
     lines = []
     for kind, key in missing:

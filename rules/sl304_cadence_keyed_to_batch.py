@@ -53,18 +53,18 @@ _WHAT = {EVALUATION: "evaluation", CHECKPOINT_SAVE: "the checkpoint", LOG: "logg
 def check(model):
     reported = set()
     for event in model.of_kind(EVALUATION, CHECKPOINT_SAVE, LOG):
-        update = model.update_outside_window(event)
+        update = model.windows.update_outside(event)
         if update is None:
             continue
-        batches = model.batch_indices(update.site.loop)
-        windows = model.windowed_counters(update) | window_indices(model, update, batches)
+        batches = model.counters.batch_indices(update.site.loop)
+        windows = model.counters.windowed(update) | window_indices(model, update, batches)
         for guard in event.site.guards:
-            kinds = model.guard_kinds(guard)
+            kinds = model.guards.kinds(guard)
             if MODULO not in kinds or WINDOW_BOUNDARY in kinds or id(guard.test) in reported:
                 continue
             scope = event.site.scope
             reads = cadence_reads(model, guard.test, scope)  # through `should_eval = step % n == 0`
-            test = f"`{model.text(guard.test)}`" + "".join(f" (`{model.text(r)}`)" for r in reads[1:])
+            test = f"`{model.text.of(guard.test)}`" + "".join(f" (`{model.text.of(r)}`)" for r in reads[1:])
             if event.kind != LOG and any(model.mentions(r, scope, k) for r in reads for k in batches):
                 # (logging every N micro-batches is a choice of granularity, not a wrong unit)
                 message = f"{test} counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window"

@@ -51,11 +51,11 @@ def check(model):
         return
     reported = set()
     for step in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
-        for guard in model.guards_of_kind(step.site, FINITENESS):
+        for guard in model.guards.of_kind(step.site, FINITENESS):
             if id(guard.test) in reported or _reduced(model, guard, step):
                 continue
             reported.add(id(guard.test))
-            message = f"`{model.text(guard.test)}` is decided by each rank from its own values: ranks that disagree skip different steps (or hang in the all-reduce); all-reduce the flag with MIN first"
+            message = f"`{model.text.of(guard.test)}` is decided by each rank from its own values: ranks that disagree skip different steps (or hang in the all-reduce); all-reduce the flag with MIN first"
             yield Finding(guard.test, message)
 
 

@@ -66,20 +66,20 @@ def check(model):
             continue
         if event.kind == COUNTER_INCREMENT and not model.events_in(event.site.scope, *STEPS):
             continue  # (a loop index of a helper with no training step of its own is not a schedule)
-        ranks = model.guards_of_kind(event.site, RANK)
+        ranks = model.guards.of_kind(event.site, RANK)
         if not ranks:
             continue
-        name = model.text(event.subject)
-        if event.kind == COUNTER_INCREMENT and not model.counter_feeds(event) & {"schedule", "lr", "stop"}:
+        name = model.text.of(event.subject)
+        if event.kind == COUNTER_INCREMENT and not model.counters.feeds(event) & {"schedule", "lr", "stop"}:
             wait = _waits_on_all_ranks(model, event)
             if wait is not None:
                 message = (
-                    f"`{name}` advances only on the ranks where `{model.text(ranks[-1].test)}`, but `{model.text(wait)}` under its "
+                    f"`{name}` advances only on the ranks where `{model.text.of(ranks[-1].test)}`, but `{model.text.of(wait)}` under its "
                     f"cadence waits for every rank: the other ranks never reach it, and the run hangs"
                 )
                 yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, UNSAFE))
             continue
-        message = f"`{name}` advances only on the ranks where `{model.text(ranks[-1].test)}`; every rank must step its own schedule"
+        message = f"`{name}` advances only on the ranks where `{model.text.of(ranks[-1].test)}`; every rank must step its own schedule"
         if event.kind == SCHEDULER_STEP and event.role.metric:
             # each rank would step on its own metric: the ranks agree only if the metric is the same everywhere
             yield Finding(event.node, message + " (on a metric every rank has, e.g. all-reduced first)", None)
@@ -92,7 +92,7 @@ def _waits_on_all_ranks(model, increment):
     scope = increment.site.scope
     key = model.roles.key(increment.subject, scope)
     for call, site in model.structure.calls:
-        if last_name(call.func) not in _WAITS or site.scope is not scope or model.guards_of_kind(site, RANK):
+        if last_name(call.func) not in _WAITS or site.scope is not scope or model.guards.of_kind(site, RANK):
             continue
         if any(model.mentions(g.test, scope, key) for g in site.guards):
             return call
@@ -108,22 +108,22 @@ def _out_of_rank_block(model, event, guard, name, applicability):
         return None
     body = list(condition.body.body)
     title = f"Move `{name}` out of the rank condition"
-    indent = model.source.indentation(model.rows(condition)[0])
+    indent = model.source.indentation(model.text.rows(condition)[0])
     if len(body) == 1:
-        start, _ = model.span(condition)
-        line_start = model.source.line_starts[model.rows(condition)[0] - 1]
+        start, _ = model.text.span(condition)
+        line_start = model.source.line_starts[model.text.rows(condition)[0] - 1]
         end = after_statement(model, condition)
-        header = model.source.text[model.span(condition.test)[1] : model.span(statement.body[0])[0]]
+        header = model.source.text[model.text.span(condition.test)[1] : model.text.span(statement.body[0])[0]]
         if end is None or model.source.text[line_start:start].strip() or "#" in header:
             return None  # keep what is on the `if` line
-        first, last = model.rows(statement.body[0])
+        first, last = model.text.rows(statement.body[0])
         text = model.source.text[model.source.line_starts[first - 1] : end]
         return Fix(title, applicability, (Edit(line_start, end, indent + text.lstrip(" \t")),))
     bound = {name for earlier in body[: body.index(statement)] for node in walk_expressions(earlier) for name in bound_names(node)}
     if bound & {n.value for n in walk_expressions(statement) if isinstance(n, cst.Name)}:
         return None  # it reads what the rank block computed (`val = evaluate(); scheduler.step(val)`): other ranks lack it
     if statement is body[0]:
-        offset = model.source.line_starts[model.rows(condition)[0] - 1]
+        offset = model.source.line_starts[model.text.rows(condition)[0] - 1]
     elif statement is body[-1]:
         offset = after_statement(model, condition)
     else:

@@ -66,10 +66,10 @@ def window_index_readers(model: ModuleModel, index: cst.Name, length: cst.BaseEx
     """The other reads of `index % length` in the scope, beside the window test `tested`: (those that
     read it unshifted, which a shifted window test must shift too, as a `no_sync()` test on the same
     index; those already shifted, which disagree with the test as it is)."""
-    length_text = model.text(length)
+    length_text = model.text.of(length)
     unshifted, shifted = [], []
     for remainder, site in model.structure.remainders:
-        if remainder is tested or site.scope is not scope or model.text(remainder.right) != length_text:
+        if remainder is tested or site.scope is not scope or model.text.of(remainder.right) != length_text:
             continue
         left = remainder.left
         if isinstance(left, cst.Name) and left.value == index.value:
@@ -87,18 +87,18 @@ def ungated_cadences(model: ModuleModel, increment: Event, through: int) -> List
     name = (dotted(increment.subject) or "").rsplit(".", 1)[-1]
     block, statement = increment.site.trail[-1]
     index = block.index(statement)
-    gated = [model.span(s) for s in block.statements[index : index + 1 + through]]
+    gated = [model.text.span(s) for s in block.statements[index : index + 1 + through]]
     scope = increment.site.scope
     local = isinstance(increment.subject, cst.Name) and scope.name != "<module>" and scope.owner_of(name) is scope and not _leaves(model, scope, name)
     rows = []
     for comparison in _equality_tests(model):
-        start, _ = model.span(comparison)
+        start, _ = model.text.span(comparison)
         if any(a <= start < b for a, b in gated):
             continue
-        if local and not (model.span(scope.node)[0] <= start < model.span(scope.node)[1]):
+        if local and not (model.text.span(scope.node)[0] <= start < model.text.span(scope.node)[1]):
             continue  # a local that is neither returned nor passed on is read only in its function
         if any((isinstance(n, cst.Name) and n.value == name) or (isinstance(n, cst.Attribute) and n.attr.value == name) for n in walk_expressions(comparison)):
-            rows.append(model.rows(comparison)[0])
+            rows.append(model.text.rows(comparison)[0])
     return sorted(set(rows))
 
 
@@ -140,8 +140,8 @@ def lone_statement(model: ModuleModel, site: Site) -> Optional[cst.SimpleStateme
     statement = site.statement
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
-    first, _ = model.rows(statement.body[0])
-    start, _ = model.span(statement.body[0])
+    first, _ = model.text.rows(statement.body[0])
+    start, _ = model.text.span(statement.body[0])
     if model.source.text[model.source.line_starts[first - 1] : start].strip(" \t"):
         return None
     return statement
@@ -149,7 +149,7 @@ def lone_statement(model: ModuleModel, site: Site) -> Optional[cst.SimpleStateme
 
 def _line_block(model: ModuleModel, statement: cst.SimpleStatementLine) -> Tuple[int, int]:
     """Offsets of the whole lines of a statement, trailing comment and line break included."""
-    first, last = model.rows(statement.body[0])
+    first, last = model.text.rows(statement.body[0])
     starts = model.source.line_starts
     end = starts[last] if last < len(starts) else len(model.source.text)
     return starts[first - 1], end
@@ -164,7 +164,7 @@ def _indent_unit(model: ModuleModel, block_owner: cst.CSTNode) -> str:
 def _reindented(model: ModuleModel, statement: cst.SimpleStatementLine, indent: str) -> str:
     start, end = _line_block(model, statement)
     lines = model.source.text[start:end].splitlines(keepends=True)
-    old = model.source.indentation(model.rows(statement.body[0])[0])
+    old = model.source.indentation(model.text.rows(statement.body[0])[0])
     out = [indent + lines[0][len(old):]]
     out += [indent + line[len(old):] if line.startswith(old) else line for line in lines[1:]]
     text = "".join(out)
@@ -179,7 +179,7 @@ def move_to(model: ModuleModel, statement: cst.SimpleStatementLine, offset: int,
 
 def after_statement(model: ModuleModel, statement: cst.BaseStatement) -> Optional[int]:
     """The line start just past a statement, or None at the end of a file without a final newline."""
-    _, last = model.rows(statement)
+    _, last = model.text.rows(statement)
     starts = model.source.line_starts
     return starts[last] if last < len(starts) else None
 
@@ -195,7 +195,7 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return update.gate_var
         taken = scope.local_names if scope.name != "<module>" else _module_names(model)
         names = _COMMITTED_NAMES
-        if model.shares_its_pass(update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
+        if model.passes.shares_its_pass(update):  # one flag per optimizer: `opt_d_committed`, `opt_g_committed`
             optimizer = (dotted(update.optimizer) or "").replace(".", "_").lstrip("_")
             names = (f"{optimizer}_committed",) if optimizer.isidentifier() else ()
         return next((n for n in names if n not in taken), None)
@@ -204,7 +204,7 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
         if model.roles.is_(cst.parse_expression(update.role.accelerator), scope, ACCELERATOR):
             return f"not {update.role.accelerator}.optimizer_step_was_skipped"
     if update.strategy == "deepspeed":
-        return f"{model.text(update.subject)}.was_step_applied()"
+        return f"{model.text.of(update.subject)}.was_step_applied()"
     if update.strategy == OVERFLOW_ERROR:
         handling = overflow_try(update)
         if handling is None:
@@ -300,7 +300,7 @@ def _passed(model: ModuleModel) -> List[Tuple[str, str]]:
 def gate_advice(model: ModuleModel, update: Event) -> str:
     """Why a gating fix is not offered, when it is the role precondition: empty otherwise."""
     if update.strategy == SCALER and not update.gate_var and not is_grad_scaler(model, update.subject, update.site.scope):
-        name = model.text(update.subject)
+        name = model.text.of(update.subject)
         return f" (no fix: `{name}` is not shown to be a torch GradScaler, so nothing exact says whether its `step` committed)"
     return ""
 
@@ -333,8 +333,8 @@ def _flag_of(model: ModuleModel, handling: OverflowTry) -> Optional[str]:
     first = body.body[0] if isinstance(body, cst.IndentedBlock) and body.body else None
     for name in _COMMITTED_NAMES:
         if (
-            isinstance(first, cst.SimpleStatementLine) and model.text(first.body[0]).strip() == f"{name} = False"
-            and isinstance(before, cst.SimpleStatementLine) and model.text(before.body[0]).strip() == f"{name} = True"
+            isinstance(first, cst.SimpleStatementLine) and model.text.of(first.body[0]).strip() == f"{name} = False"
+            and isinstance(before, cst.SimpleStatementLine) and model.text.of(before.body[0]).strip() == f"{name} = True"
         ):
             return name
     return None
@@ -347,7 +347,7 @@ def _overflow_flag_edits(model: ModuleModel, update: Event, target: Event, condi
     handling = overflow_try(update)
     if handling is None or not any(b is handling.block for b, _ in target.site.trail):
         return None
-    if model.span(target.node)[0] < model.span(handling.statement)[1]:
+    if model.text.span(target.node)[0] < model.text.span(handling.statement)[1]:
         return None
     if _flag_of(model, handling) == condition:
         return []
@@ -355,11 +355,11 @@ def _overflow_flag_edits(model: ModuleModel, update: Event, target: Event, condi
     if not isinstance(body, cst.IndentedBlock) or not body.body:
         return None  # `except OverflowError: pass` on one line
     newline = model.source.newline
-    start, _ = model.span(handling.statement)
-    indent = model.source.indentation(model.rows(handling.statement)[0])
+    start, _ = model.text.span(handling.statement)
+    indent = model.source.indentation(model.text.rows(handling.statement)[0])
     first = body.body[0]
-    first_start, _ = model.span(first)
-    inner = model.source.indentation(model.rows(first)[0])
+    first_start, _ = model.text.span(first)
+    inner = model.source.indentation(model.text.rows(first)[0])
     return [Edit(start, start, f"{condition} = True{newline}{indent}"), Edit(first_start, first_start, f"{condition} = False{newline}{inner}")]
 
 
@@ -415,16 +415,16 @@ def gate_fix(
     if edits is None:
         return None
     edits += _init_edits(model, update, target, condition)
-    start, _ = model.span(statement.body[0])
+    start, _ = model.text.span(statement.body[0])
     previous = block.statements[index - 1] if index else None
     if (
         isinstance(previous, cst.If) and previous.orelse is None and isinstance(previous.body, cst.IndentedBlock)
-        and model.text(previous.test).strip() == condition
+        and model.text.of(previous.test).strip() == condition
     ):
         unit = _indent_unit(model, previous)  # join the gate just above
         edits.append(Edit(start, start, unit))
     else:
-        indent = model.source.indentation(model.rows(statement)[0])
+        indent = model.source.indentation(model.text.rows(statement)[0])
         unit = model.module.default_indent
         edits.append(Edit(start, start, f"if {condition}:{model.source.newline}{indent}{unit}"))
     for row in rows[1:]:
@@ -432,16 +432,16 @@ def gate_fix(
         edits.append(Edit(offset, offset, unit))
     if update.strategy == "deepspeed":
         applicability = UNSAFE  # fp16 DeepSpeed needs a GPU: no runtime test here proves `was_step_applied()`
-    return Fix(title, applicability, tuple(edits), group=f"gate@{model.span(update.node)[0]}", gate=condition)
+    return Fix(title, applicability, tuple(edits), group=f"gate@{model.text.span(update.node)[0]}", gate=condition)
 
 
 def _indentable_rows(model: ModuleModel, run: List[cst.BaseStatement]) -> Optional[List[int]]:
     """The non-blank rows of statements that move one level in, or None when a string literal
     spans lines (indenting its inner lines would change its value)."""
-    first, _ = model.rows(run[0])
-    _, last = model.rows(run[-1])
+    first, _ = model.text.rows(run[0])
+    _, last = model.text.rows(run[-1])
     if len(run) > 1 and any(
-        isinstance(sub, (cst.SimpleString, cst.FormattedString)) and "\n" in model.text(sub)
+        isinstance(sub, (cst.SimpleString, cst.FormattedString)) and "\n" in model.text.of(sub)
         for statement in run
         for sub in walk_expressions(statement)
     ):
@@ -464,10 +464,10 @@ def committed_update_edits(model: ModuleModel, update: Event, condition: str, fi
     if not isinstance(call, cst.Call) or len(call.args) != 1:
         return None  # further arguments go to optimizer.step(), and committed_step does not pass them on
     # Rewrite `scaler.step(` only: the argument, and any comment around it, stay as they are.
-    start, _ = model.span(call)
-    after = model.source.text.index("(", model.span(call.func)[1]) + 1
+    start, _ = model.text.span(call)
+    after = model.source.text.index("(", model.text.span(call.func)[1]) + 1
     space = "" if model.source.text[after : after + 1] in (" ", "\t", "\r", "\n", "#") else " "
-    edits = [Edit(start, after, f"{condition} = {COMMITTED_STEP}({model.text(update.subject)},{space}")]
+    edits = [Edit(start, after, f"{condition} = {COMMITTED_STEP}({model.text.of(update.subject)},{space}")]
     helper = helper_edit(model, fix_gate)
     if helper is not None:
         edits.append(helper)
@@ -486,8 +486,8 @@ def _commit_through_helper(model: ModuleModel, update: Event, condition: str, fi
     end = after_statement(model, last)
     if inside is None or end is None:
         return None
-    indent = model.source.indentation(model.rows(step.site.statement)[0])
-    start, _ = model.span(update.node)
+    indent = model.source.indentation(model.text.rows(step.site.statement)[0])
+    start, _ = model.text.span(update.node)
     return inside + [Edit(end, end, f"{indent}return {condition}{model.source.newline}"), Edit(start, start, f"{condition} = ")]
 
 
@@ -508,10 +508,10 @@ def _init_edits(model: ModuleModel, update: Event, target: Event, condition: str
     index = block_u.index(stmt_u)
     previous = block_u.statements[index - 1] if index else None
     init = f"{condition} = True"
-    if isinstance(previous, cst.SimpleStatementLine) and model.text(previous.body[0]).strip() == init:
+    if isinstance(previous, cst.SimpleStatementLine) and model.text.of(previous.body[0]).strip() == init:
         return []
-    start, _ = model.span(stmt_u)
-    indent = model.source.indentation(model.rows(stmt_u)[0])
+    start, _ = model.text.span(stmt_u)
+    indent = model.source.indentation(model.text.rows(stmt_u)[0])
     return [Edit(start, start, f"{init}{model.source.newline}{indent}")]
 
 
@@ -538,12 +538,12 @@ def _helper_edit(model: ModuleModel, fix_gate: str, name: str) -> Optional[Edit]
             return Edit(len(model.source.text), len(model.source.text), newline * (3 - (fix_gate == IMPORT) * 2) + text)
         if fix_gate == IMPORT:
             return Edit(offset, offset, text)
-        following = model.rows(body[index])[0] if index < len(body) else None
+        following = model.text.rows(body[index])[0] if index < len(body) else None
         blanks = _blank_lines_before(model, following) if following else 2
         return Edit(offset, offset, newline * 2 + text + newline * max(0, 2 - blanks))
     if not body:
         return None
-    offset, _ = model.span(body[0])  # after a shebang or header comments
+    offset, _ = model.text.span(body[0])  # after a shebang or header comments
     return Edit(offset, offset, text + (newline * 2 if fix_gate != IMPORT else newline))
 
 
@@ -582,12 +582,12 @@ def move_into_window(model: ModuleModel, event: Event, boundary, title: str, app
     index = block.index(window)
     following = block.statements[index + 1] if index + 1 < len(block.statements) else None
     if following is statement and window.orelse is None:
-        start, _ = model.span(statement.body[0])
+        start, _ = model.text.span(statement.body[0])
         return Fix(title, applicability, (Edit(start, start, window.body.indent or model.module.default_indent),))
     offset = after_statement(model, body[-1])
     if offset is None:
         return None
-    indent = model.source.indentation(model.rows(body[-1])[0])
+    indent = model.source.indentation(model.text.rows(body[-1])[0])
     return Fix(title, applicability, tuple(move_to(model, statement, offset, indent)))
 
 
@@ -596,8 +596,8 @@ def insert_before(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
     statement = lone_statement(model, site)
     if statement is None:
         return None
-    start, _ = model.span(statement.body[0])
-    indent = model.source.indentation(model.rows(statement)[0])
+    start, _ = model.text.span(statement.body[0])
+    indent = model.source.indentation(model.text.rows(statement)[0])
     return Edit(start, start, f"{line}{model.source.newline}{indent}")
 
 
@@ -607,7 +607,7 @@ def insert_after(model: ModuleModel, site: Site, line: str) -> Optional[Edit]:
     offset = after_statement(model, statement) if statement is not None else None
     if offset is None:
         return None
-    indent = model.source.indentation(model.rows(statement)[0])
+    indent = model.source.indentation(model.text.rows(statement)[0])
     return Edit(offset, offset, f"{indent}{line}{model.source.newline}")
 
 
@@ -616,5 +616,5 @@ def move_before(model: ModuleModel, statements: List[cst.SimpleStatementLine], a
     start, _ = _line_block(model, statements[0])
     _, end = _line_block(model, statements[-1])
     offset, _ = _line_block(model, anchor)
-    indent = model.source.indentation(model.rows(anchor)[0])
+    indent = model.source.indentation(model.text.rows(anchor)[0])
     return [Edit(start, end, ""), Edit(offset, offset, "".join(_reindented(model, s, indent) for s in statements))]

@@ -1,14 +1,31 @@
-"""What a condition means for the training step: commit gate, window boundary, rank test, ..."""
+"""Conditions and guards: what each test a statement runs under means for the training step.
+
+A test is a commit gate when it holds exactly when the attempted update committed (`was_step_applied`,
+a flag the code keeps for it, the scale not dropping across `scaler.step`); a guessed gate stands in for
+one (the loss is finite); a window boundary holds on the last micro-batch of an accumulation window
+(the update is attempted once per window); a cadence (`step % n == 0`) holds once per value of a
+counter; a rank test holds on some ranks only. `condition_kinds` reads one test as written; the Guards
+facet gives every test of a module its kinds once (flags the code assigns a condition to included),
+and tells when two tests are one unchanged condition (`if amp:` ... `if not amp:`).
+"""
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Callable, FrozenSet, Optional
+from dataclasses import replace
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.syntax import dotted, last_name, walk_expressions
+from steplint.model.events import OPTIMIZER_STEP, SCALE_READ, SKIPPABLE_STEP, Event
+from steplint.model.structure import Guard, Scope, Site
+from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
+from steplint.model.values import one_as_written
+
+if TYPE_CHECKING:
+    from steplint.model import ModuleModel
+    from steplint.model.overflow import OverflowHandling
 
 COMMIT_GATE = "commit-gate"  # true exactly when the update committed (or a flag the code keeps for it)
 GUESSED_GATE = "guessed-gate"  # stands in for one: loss-scale comparison, loss finiteness
@@ -83,3 +100,188 @@ def condition_kinds(
             if node is cst.Name:
                 kinds.update(flag_kind(sub))
     return frozenset(kinds)
+
+
+class Guards:
+    """The kinds of every test of one module (computed at build time, read by every rule), and the
+    identity of conditions (computed once per test)."""
+
+    def __init__(self, model: "ModuleModel"):
+        self.model = model
+        self._kinds: Dict[int, FrozenSet[str]] = {}  # id(test) -> its kinds
+        self._flags: Dict[str, FrozenSet[str]] = {}  # scoped name -> kinds of the condition it holds
+        self._scale_vars: Set[str] = set()  # scoped names holding a loss-scale read
+        self._conditions: Dict[int, tuple] = {}
+        self._assigned: Dict[int, Dict[str, List[int]]] = {}
+
+    def mark(self, test: int, kinds: FrozenSet[str]) -> None:
+        """Give the test `id(test)` the kinds a later step of the build learned (accelerate's windows)."""
+        self._kinds[test] = kinds
+
+    def drop(self, test: int, kind: str) -> None:
+        """Take a kind from the test `id(test)` (`sync_gradients` of an accelerator that does not accumulate)."""
+        self._kinds[test] = self._kinds.get(test, frozenset()) - {kind}
+
+    def kinds(self, guard: Guard) -> FrozenSet[str]:
+        """What a guard's test means for the step: commit gate, window boundary, cadence, rank test, ..."""
+        return self._kinds.get(id(guard.test), frozenset())
+
+    def of_kind(self, site: Site, *kinds: str) -> List[Guard]:
+        """The guards of a statement with one of `kinds`, outermost first."""
+        return [g for g in site.guards if self.kinds(g) & set(kinds)]
+
+    def gates(self, site: Site, update: Optional["Event"] = None, kinds: tuple = (COMMIT_GATE, GUESSED_GATE)) -> List[Guard]:
+        """Guards of `site` that tell a committed update from a skipped one. A guard the update runs
+        under too (`if not torch.isfinite(loss): continue` before `scaler.step`) decides whether the
+        update is attempted, not whether it committed."""
+        shared = {(id(g.test), g.negated) for g in update.site.guards} if update is not None else set()
+        return [g for g in self.of_kind(site, *kinds) if (id(g.test), g.negated) not in shared]
+
+    def gated(self, site: Site, update: Optional["Event"] = None) -> bool:
+        """Runs under a commit gate, exact or guessed (SL105 reports the guessed ones)."""
+        return bool(self.gates(site, update))
+
+    def condition(self, test: cst.BaseExpression) -> tuple:
+        """A condition's identity and whether it is negated: `not use_amp` is `use_amp` negated,
+        `scaler is None` is `scaler is not None` negated, the same text twice is one condition."""
+        found = self._conditions.get(id(test))
+        if found is None:
+            found = self._conditions[id(test)] = _condition(self.model.module, test)
+        return found
+
+    def unchanged(self, first: Guard, second: Guard, scope: Scope) -> bool:
+        """No name the condition reads is assigned between its two tests."""
+        orders = sorted(self.model.structure.site_of[id(g.test)].order for g in (first, second) if id(g.test) in self.model.structure.site_of)
+        if len(orders) < 2:
+            return False
+        return not any(self.assigned_between(name, scope, orders[0], orders[1]) for name in names_in(first.test))
+
+    def assigned_between(self, name: str, scope: Scope, low: int, high: int) -> bool:
+        """`name`, or an object it is an attribute of, is assigned in `scope` between two program orders."""
+        assigned = self._assignments_in(scope)
+        return any(low <= order <= high for prefix in _prefixes(name) for order in assigned.get(prefix, ()))
+
+    def _assignments_in(self, scope: Scope) -> Dict[str, List[int]]:
+        """Dotted assignment targets of a scope -> orders of the assignments (computed once per scope)."""
+        found = self._assigned.get(id(scope))
+        if found is None:
+            found = self._assigned[id(scope)] = {}
+            for node, site in self.model.statements_of(scope):
+                for target in assignment_targets(node):
+                    text = dotted(target)
+                    if text:
+                        found.setdefault(text, []).append(site.order)
+        return found
+
+    def flag_kinds(self, name: cst.Name, scope: Scope) -> FrozenSet[str]:
+        return self._flags.get(self.model.roles.key(name, scope) or "", frozenset())
+
+    def flag_assignment(self, name: cst.Name, scope: Scope) -> Optional[cst.Assign]:
+        """The assignment that gave a condition flag its value (`was_run = before <= after`)."""
+        key = self.model.roles.key(name, scope)
+        return self._flag_assignments.get((id(scope), key))
+
+    @cached_property
+    def _flag_assignments(self) -> Dict[tuple, cst.Assign]:
+        """(scope, key of the target) -> the first single-target assignment to it."""
+        found: Dict[tuple, cst.Assign] = {}
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                found.setdefault((id(site.scope), self.model.roles.key(node.targets[0].target, site.scope)), node)
+        return found
+
+    @cached_property
+    def _scale_reads(self) -> Set[int]:
+        return {id(e.node) for e in self.model.of_kind(SCALE_READ)}
+
+    def is_scale_read(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        if isinstance(expr, cst.Call):
+            return id(expr) in self._scale_reads
+        return isinstance(expr, cst.Name) and self.model.roles.key(expr, scope) in self._scale_vars
+
+    def classify(self, overflow_flags) -> None:
+        """Give every test of the module its kinds (build time). Flags a `try` over an update keeps
+        (`overflow = True` in its `except OverflowError`) hold a commit gate."""
+        self._flags.update(dict.fromkeys(overflow_flags, frozenset({COMMIT_GATE})))
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                key = self.model.roles.key(node.targets[0].target, site.scope)
+                value = node.value
+                if isinstance(value, cst.Call) and id(value) in self._scale_reads:
+                    self._scale_vars.add(key)  # type: ignore[arg-type]
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                kinds = self._kinds_of(node.value, site.scope)
+                if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
+                    self._flags[self.model.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
+        for event in self.model.of_kind(SKIPPABLE_STEP):
+            if event.gate_var:
+                self._flags[self.model.roles.key(cst.Name(event.gate_var), event.site.scope)] = frozenset({COMMIT_GATE})  # type: ignore[index]
+        seen = set()
+        for _, site in self.model.structure.statements:
+            for guard in site.guards:
+                if id(guard.test) not in seen:
+                    seen.add(id(guard.test))
+                    kinds = self._kinds_of(guard.test, site.scope)
+                    # `if torch.isnan(loss): raise`: the run stops, no update is skipped or counted
+                    self._kinds[id(guard.test)] = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS} if guard.raises else kinds
+        # A cadence test that guards the update is the window boundary, and so is a second test of
+        # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
+        windows = set()
+        for step in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
+            for guard in step.site.guards:
+                kinds = self._kinds[id(guard.test)]
+                if MODULO in kinds:
+                    self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
+                    windows.add((id(step.site.scope), self.condition(guard.test)[0]))
+        if windows:
+            for _, site in self.model.structure.statements:
+                for guard in site.guards:
+                    if (id(site.scope), self.condition(guard.test)[0]) in windows:
+                        self._kinds[id(guard.test)] = self._kinds[id(guard.test)] | {WINDOW_BOUNDARY}
+        # `step % accum == 0` with `accum` 1 as written holds on every batch: no window, no cadence
+        for _, site in self.model.structure.statements:
+            for guard in site.guards:
+                kinds = self._kinds[id(guard.test)]
+                if WINDOW_BOUNDARY in kinds and self._divides_by_one_only(guard.test, site.scope):
+                    self._kinds[id(guard.test)] = kinds - {WINDOW_BOUNDARY, MODULO}
+
+    def _divides_by_one_only(self, test: cst.BaseExpression, scope: Scope) -> bool:
+        """The test is one comparison of `step % accum` (or `(step + 1) % accum`) with `accum` 1 as written."""
+        modulo = test.left if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 else None
+        return isinstance(modulo, cst.BinaryOperation) and isinstance(modulo.operator, cst.Modulo) and one_as_written(self.model, modulo.right, scope)
+
+    def add_overflow_guards(self, found: OverflowHandling) -> None:
+        """Events that run only after a committed update of a step an `except OverflowError` may drop
+        (or only after a dropped one) get that `try`'s guard, a commit gate."""
+        for event in self.model.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self._kinds[id(guard.test)] = frozenset({COMMIT_GATE})
+
+    def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
+        return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
+
+
+def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
+    flipped = False
+    while True:
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, flipped = test.expression, not flipped
+        elif (
+            isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot))
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+        ):
+            flipped ^= isinstance(test.comparisons[0].operator, cst.Is)
+            test = test.left
+        else:
+            break
+    text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
+    return " ".join(text.split()), flipped
+
+
+def _prefixes(name: str) -> List[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]

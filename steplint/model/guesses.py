@@ -22,12 +22,12 @@ def guesses(model: "ModuleModel", test, scope):
     `not` around it (or None) and the expression it sits in."""
     negations = {id(sub.expression): sub for sub in walk_expressions(test) if isinstance(sub, cst.UnaryOperation) and isinstance(sub.operator, cst.Not)}
     for sub in walk_expressions(test):
-        if isinstance(sub, cst.Comparison) and any(model.is_scale_read(o, scope) for o in [sub.left] + [c.comparator for c in sub.comparisons]):
+        if isinstance(sub, cst.Comparison) and any(model.guards.is_scale_read(o, scope) for o in [sub.left] + [c.comparator for c in sub.comparisons]):
             yield sub, negations.get(id(sub)), test
         elif isinstance(sub, cst.Call) and is_finiteness_check(sub) and not any(isinstance(a.value, cst.Call) and is_finiteness_check(a.value) for a in sub.args):
             yield sub, negations.get(id(sub)), test
-        elif isinstance(sub, cst.Name) and GUESSED_GATE in model.flag_kinds(sub, scope):
-            assignment = model.flag_assignment(sub, scope)
+        elif isinstance(sub, cst.Name) and GUESSED_GATE in model.guards.flag_kinds(sub, scope):
+            assignment = model.guards.flag_assignment(sub, scope)
             if assignment is not None:
                 yield from guesses(model, assignment.value, scope)
 
@@ -61,10 +61,10 @@ _SENSES = {cst.LessThanEqual: COMMITTED, cst.LessThan: COMMITTED, cst.Equal: COM
 def _read_time(model, operand, scope):
     """Program order at which a compared loss scale was read: the call itself, or the assignment of
     the variable that holds it."""
-    if not model.is_scale_read(operand, scope):
+    if not model.guards.is_scale_read(operand, scope):
         return None
     if isinstance(operand, cst.Name):
-        assignment = model.flag_assignment(operand, scope)
+        assignment = model.guards.flag_assignment(operand, scope)
         return model.order_of_expression(assignment.value) if assignment is not None else None
     return model.order_of_expression(operand)
 

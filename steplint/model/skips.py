@@ -17,11 +17,11 @@ def skipped_by_the_code(model: "ModuleModel", event: Event) -> Optional[Tuple[Ev
     """A plain optimizer step of `event`'s pass that runs under a finiteness check `event` does not
     run under, with the check: the update is skipped on non-finite values while `event` goes on."""
     own = {(id(g.test), g.negated) for g in event.site.guards}
-    for step in model.in_iteration(event, OPTIMIZER_STEP):
-        if not model.same_window(step.site, event.site):
+    for step in model.passes.in_iteration(event, OPTIMIZER_STEP):
+        if not model.windows.same_window(step.site, event.site):
             continue
         for guard in step.site.guards:
-            if (id(guard.test), guard.negated) not in own and FINITENESS in model.guard_kinds(guard):
+            if (id(guard.test), guard.negated) not in own and FINITENESS in model.guards.kinds(guard):
                 return step, guard
     return None
 

@@ -176,6 +176,24 @@ def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(below)
 
 
+def assignment_targets(node: cst.CSTNode) -> List[cst.BaseExpression]:
+    """The targets an assignment (plain, augmented, annotated) writes, tuples unpacked."""
+    if isinstance(node, cst.Assign):
+        found: List[cst.BaseExpression] = []
+        for target in node.targets:
+            stack = [target.target]
+            while stack:
+                current = stack.pop()
+                if isinstance(current, (cst.Tuple, cst.List)):
+                    stack.extend(e.value for e in current.elements)
+                else:
+                    found.append(current)
+        return found
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        return [node.target]
+    return []
+
+
 def bound_names(node: cst.CSTNode) -> Set[str]:
     """The names `node` itself binds: targets of an assignment (plain, augmented, annotated, walrus),
     of a `for` (statement or comprehension), and `as` names (`with`, `except`, `import`)."""

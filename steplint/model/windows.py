@@ -1,5 +1,11 @@
-"""Facts about accumulation windows that the window rules read: where a modulo boundary counts from,
-what it divides by, and what a scheduler's length was computed in.
+"""Windows: accumulation windows, the unit an attempted update is made in.
+
+Under gradient accumulation the update is attempted once per window, on the window's last
+micro-batch, under a window-boundary guard (`if (i + 1) % accum == 0:`, `if accelerator.sync_gradients:`,
+a prepared step inside `accelerator.accumulate`). The Windows facet tells which statements run once per
+window, with the update (`same_window`), and which run every micro-batch while the update runs once
+per window (`update_outside`). The functions below read the modulo boundaries the window rules check:
+where the index counts from, what it divides by, and what the window block reads.
 
 A window boundary `X % A == 0` is read as: `X` counts micro-batches, `A` is the window length. Every
 fact here is decided only when the code shows it plainly (an `enumerate` without `start`, a counter
@@ -8,25 +14,19 @@ set to 0 and incremented after the test); otherwise the answer is None and the r
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
-from steplint.model.roles import ACCELERATOR, CONSTRUCTOR, SCHEDULER
+from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import bound_names, dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
-
-# Scheduler arguments that say how many times it will be stepped.
-LENGTH_KEYWORDS = ("num_training_steps", "total_steps", "T_max", "total_iters", "steps_per_epoch", "max_steps")
-_LENGTH_POSITIONS = {"CosineAnnealingLR": 1, "OneCycleLR": 2}  # T_max, total_steps
-_WRAPPERS = ("tqdm", "iter", "enumerate")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class ModuloBoundary:
 def modulo_boundary(model: "ModuleModel", guard: Guard) -> Optional[ModuloBoundary]:
     """The modulo comparison a window guard tests, when its test is that comparison, alone or
     joined by `and`/`or` with tests that do not read the index."""
-    if WINDOW_BOUNDARY not in model.guard_kinds(guard):
+    if WINDOW_BOUNDARY not in model.guards.kinds(guard):
         return None
     found = [c for c in _operands(guard.test) if _window_comparison(c, guard.negated)]
     if len(found) != 1:
@@ -128,162 +128,6 @@ def micro_batch_counters(model: "ModuleModel") -> set:
     return model.remember(("micro_batch_counters",), compute)
 
 
-# -- a window length that is 1 as written -------------------------------------------------------
-
-
-def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scope) -> bool:
-    """`accum` is 1 in every run the project shows: set to 1, and changed only in a branch whose test
-    is false for the values the function's callers pass (`accum = 1; if batch_size > MAX: accum =
-    batch_size // MAX` with `batch_size = config["batch_size"]`, every caller passing a literal config
-    with `"batch_size": 16` and `MAX = 16`). Then every batch is a window."""
-    if not isinstance(length, cst.Name) or scope.name == "<module>" or scope.parent is not None or scope.class_name is not None:
-        return False
-    return model.remember(("one_as_written", id(scope), length.value), lambda: _one_as_written(model, length.value, scope))
-
-
-def _one_as_written(model: "ModuleModel", name: str, scope: Scope) -> bool:
-    if name in {p.name.value for p in scope.params}:
-        return False
-    writes = [(node, site) for node, site in model.statements_of(scope) if name in bound_names(node)]
-    if not writes or not _assigns_literal(writes[0], name, 1) or writes[0][1].guards:
-        return False
-    values = _Values(model, scope)
-    for node, site in writes[1:]:
-        if not any(values.evaluate(g.test, _order_of(model, g, site)) is g.negated for g in site.guards if not g.early_exit):
-            return False  # a change of the length that may run
-    return True
-
-
-def _order_of(model: "ModuleModel", guard: Guard, site: Site) -> int:
-    tested = model.structure.site_of.get(id(guard.test))
-    return tested.order if tested is not None else site.order
-
-
-def _assigns_literal(write: tuple, name: str, value: int) -> bool:
-    node = write[0]
-    return (
-        isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
-        and node.targets[0].target.value == name and literal(node.value) == value
-    )
-
-
-class _Values:
-    """Integers the code shows plainly, as seen from one function: literals, module constants set once,
-    locals set once before the point read, and `param["key"]` when every caller passes a literal dict."""
-
-    def __init__(self, model: "ModuleModel", scope: Scope):
-        self.model, self.scope = model, scope
-
-    def evaluate(self, expr: cst.BaseExpression, before: int, depth: int = 0):
-        if depth > 8:
-            return None
-        if isinstance(expr, cst.Integer):
-            return literal(expr)
-        if isinstance(expr, cst.Name):
-            return self._name(expr.value, before, depth)
-        if isinstance(expr, cst.Call) and dotted(expr.func) == "int" and len(expr.args) == 1:
-            return self.evaluate(expr.args[0].value, before, depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self._from_callers(expr)
-        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, (cst.And, cst.Or)):
-            left, right = self.evaluate(expr.left, before, depth + 1), self.evaluate(expr.right, before, depth + 1)
-            decisive = isinstance(expr.operator, cst.Or)  # the value that decides alone
-            if left is decisive or right is decisive:
-                return decisive
-            return None if left is None or right is None else not decisive
-        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
-            left, right = self.evaluate(expr.left, before, depth + 1), self.evaluate(expr.comparisons[0].comparator, before, depth + 1)
-            compare = _COMPARISONS.get(type(expr.comparisons[0].operator))
-            return None if compare is None or not isinstance(left, int) or not isinstance(right, int) else compare(left, right)
-        return None
-
-    def _name(self, name: str, before: int, depth: int):
-        writes = [(node, site) for node, site in self.model.statements_of(self.scope) if name in bound_names(node)]
-        if writes:
-            earlier = [w for w in writes if w[1].order < before]
-            node, site = earlier[0] if len(earlier) == 1 else (None, None)
-            if node is None or site.guards or not isinstance(node, cst.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
-                return None
-            return self.evaluate(node.value, site.order, depth + 1)
-        if name in {p.name.value for p in self.scope.params}:
-            return None
-        return _module_constants(self.model).get(name)
-
-    def _from_callers(self, expr: cst.Subscript):
-        """`config["batch_size"]` with `config` a parameter: the value every caller in the module passes."""
-        params = [p.name.value for p in self.scope.params]
-        index = expr.slice[0].slice if len(expr.slice) == 1 else None
-        if not (isinstance(expr.value, cst.Name) and expr.value.value in params and isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
-            return None
-        project = self.model.roles.project
-        if project is not None and self.scope.name in project.called_elsewhere:
-            return None
-        position, key = params.index(expr.value.value), index.value.evaluated_value
-        function = self.scope.name
-        callers = [(call, site) for call, site in self.model.structure.calls if isinstance(call.func, cst.Name) and call.func.value == function]
-        mentions = len(re.findall(rf"\b{re.escape(function)}\b", self.model.source.text))
-        if not callers or mentions != len(callers) + 1:
-            return None  # also handed around as a value (a launcher calls it with what we cannot see)
-        found = set()
-        for call, site in callers:
-            argument = _argument(call, position, expr.value.value)
-            found.add(_dict_literal_entry(self.model, argument, key, site) if argument is not None else None)
-        return found.pop() if len(found) == 1 else None
-
-
-def _argument(call: cst.Call, position: int, name: str):
-    if any(a.star for a in call.args):
-        return None
-    positional = [a.value for a in call.args if a.keyword is None]
-    if position < len(positional):
-        return positional[position]
-    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
-
-def _dict_literal_entry(model: "ModuleModel", argument: cst.BaseExpression, key: str, site: Site):
-    """`{"batch_size": 16}` passed as is, or through a name assigned that literal once in the caller."""
-    if isinstance(argument, cst.Name):
-        writes = [(node, s) for node, s in model.statements_of(site.scope) if argument.value in bound_names(node)]
-        if len(writes) != 1 or not isinstance(writes[0][0], cst.Assign) or writes[0][1].order > site.order:
-            return None
-        argument = writes[0][0].value
-    if not isinstance(argument, cst.Dict):
-        return None
-    for element in argument.elements:
-        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
-            return None  # `**defaults`: the entry may come from elsewhere
-        if element.key.evaluated_value == key:
-            value = literal(element.value)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return None
-
-
-def _module_constants(model: "ModuleModel") -> Dict[str, int]:
-    """`MAX_BATCH = 16` at the top level, assigned nowhere else."""
-
-    def compute() -> Dict[str, int]:
-        counts: Dict[str, int] = {}
-        values: Dict[str, int] = {}
-        for node, _ in model.structure.statements:
-            for name in bound_names(node):
-                counts[name] = counts.get(name, 0) + 1
-        for statement in model.module.body:
-            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                    value = literal(small.value)
-                    if isinstance(value, int) and not isinstance(value, bool):
-                        values[small.targets[0].target.value] = value
-        return {name: value for name, value in values.items() if counts.get(name) == 1}
-
-    return model.remember(("module_constants",), compute)
-
-
-_COMPARISONS = {
-    cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambda a, b: a >= b, cst.LessThan: lambda a, b: a < b,
-    cst.LessThanEqual: lambda a, b: a <= b, cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
-}
-
-
 # -- SL108: where the index counts from ----------------------------------------------------------
 
 
@@ -307,7 +151,7 @@ def counts_from_zero(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
     increment = increments[0]
     assignments = [(node, s) for node, s in _rebindings(model, scope, name, None) if node is not increment.node]
     starts = [s for node, s in assignments if _assigns_zero(node) and not any(l is loop for l in s.loops) and s.order < boundary.site.order]
-    return len(assignments) == len(starts) == 1 and increment.site.loop is loop and model.covers(increment.site, boundary.site)
+    return len(assignments) == len(starts) == 1 and increment.site.loop is loop and model.passes.covers(increment.site, boundary.site)
 
 
 def indexes_its_loop(boundary: ModuloBoundary) -> bool:
@@ -375,7 +219,7 @@ def accumulates(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
     )
     cleared_every_batch = any(
         z.site.scope is site.scope and z.site.loop is site.loop
-        and not any(model.guard_kinds(g) & {MODULO, WINDOW_BOUNDARY} for g in z.site.guards)
+        and not any(model.guards.kinds(g) & {MODULO, WINDOW_BOUNDARY} for g in z.site.guards)
         for z in model.of_kind(ZERO_GRAD)
     )
     return backward and not cleared_every_batch
@@ -388,146 +232,6 @@ def reads_in_window(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
         if any(g is boundary.guard for g in site.guards) and name is not None and reads_name(node, name):
             return True
     return False
-
-
-# -- SL107: what a scheduler's length counts -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ScheduleLength:
-    """A scheduler's length argument and the `len(loader)` of the batch loop it was computed from."""
-
-    constructor: cst.Call
-    argument: cst.BaseExpression  # the length argument as written
-    loader_length: cst.Call  # `len(loader)`, maybe inside an assignment the argument reads
-    site: Site  # of the constructor
-
-
-@dataclass(frozen=True)
-class Assignments:
-    """The module's single-target assignments by (scope, target text), in program order, and the
-    schedulers they construct by role key: read once per check, looked up per event."""
-
-    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]]
-    schedulers: Dict[str, List[Tuple[cst.Call, Site]]]
-
-    def before(self, scope: Scope, name: str, order: int) -> List[cst.CSTNode]:
-        return [node for node, site in self.by_target.get((id(scope), name), ()) if site.order < order]
-
-
-def assignments(model: "ModuleModel") -> Assignments:
-    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]] = {}
-    schedulers: Dict[str, List[Tuple[cst.Call, Site]]] = {}
-    for node, site in model.structure.statements:
-        if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            continue
-        target = _single_target(node)
-        if target is not None:
-            by_target.setdefault((id(site.scope), target), []).append((node, site))
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
-            key = model.roles.key(node.targets[0].target, site.scope)
-            if key is not None:
-                schedulers.setdefault(key, []).append((node.value, site))
-    return Assignments(by_target, schedulers)
-
-
-def constructor_of(model: "ModuleModel", known: Assignments, event: Event) -> Optional[Tuple[cst.Call, Site]]:
-    """The one call that built the scheduler an event steps, by its constructor."""
-    key = model.roles.key(event.subject, event.site.scope)
-    role = event.role
-    if key is None or role is None or role.evidence < CONSTRUCTOR or len(known.schedulers.get(key, ())) != 1:
-        return None
-    call, site = known.schedulers[key][0]
-    built = model.roles.constructed(call, site.scope)
-    return (call, site) if built is not None and built.kind == SCHEDULER else None
-
-
-def length_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
-    for name in LENGTH_KEYWORDS:
-        value = keyword(call, name)
-        if value is not None:
-            return value
-    tail = last_name(call.func) or ""
-    args = positional(call)
-    position = _LENGTH_POSITIONS.get(tail, 2 if tail.startswith("get_") and tail.endswith("_with_warmup") else None)
-    return args[position] if position is not None and position < len(args) else None
-
-
-def loop_iterable(loop) -> Optional[cst.BaseExpression]:
-    """`loader` of `for ... in enumerate(tqdm(loader))`."""
-    if not isinstance(loop, cst.For):
-        return None
-    iterable = loop.iter
-    while isinstance(iterable, cst.Call) and last_name(iterable.func) in _WRAPPERS and positional(iterable):
-        iterable = positional(iterable)[0]
-    return iterable if dotted(iterable) is not None else None
-
-
-def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: Event, boundary: ModuloBoundary) -> Optional[ScheduleLength]:
-    """The scheduler's length counts the batches of the loop it steps in, once per window: it reads
-    `len(loader)` of that loop and nothing about the window length or any division."""
-    built = constructor_of(model, known, event)
-    loader = loop_iterable(event.site.loop)
-    if built is None or loader is None:
-        return None
-    call, site = built
-    argument = length_argument(call)
-    if argument is None or site.scope is not event.site.scope:
-        return None
-    expanded = list(_expanded(known, argument, site, depth=3))
-    if any(node is None for node in expanded):
-        return None
-    window = dotted(boundary.length)
-    lengths = []
-    for node in expanded:
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
-            return None
-        if isinstance(node, (cst.Name, cst.Attribute)) and window is not None and dotted(node) == window:
-            return None
-        if isinstance(node, cst.Call) and last_name(node.func) in ("ceil", "floor", "round", "int"):
-            return None
-        if isinstance(node, cst.Call) and dotted(node.func) == "len" and len(node.args) == 1 and dotted(node.args[0].value) == dotted(loader):
-            lengths.append(node)
-    if len(lengths) != 1:
-        return None
-    return ScheduleLength(call, argument, lengths[0], site)
-
-
-def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
-    """Every node of `expr`, and of the one earlier assignment in the same scope of each name it
-    reads (a few levels deep). None stands for a name assigned more than once: not one value."""
-    yield expr
-    name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
-    if name is None:
-        for child in expr.children:
-            yield from _expanded(known, child, site, depth)
-        return
-    if not depth:
-        return
-    earlier = known.before(site.scope, name, site.order)
-    if len(earlier) > 1 or any(isinstance(n, cst.AugAssign) for n in earlier):
-        yield None
-    elif earlier and earlier[0].value is not None:  # type: ignore[attr-defined]
-        yield from _expanded(known, earlier[0].value, site, depth - 1)  # type: ignore[attr-defined]
-
-
-def _single_target(node: cst.CSTNode) -> Optional[str]:
-    if isinstance(node, cst.Assign):
-        return dotted(node.targets[0].target) if len(node.targets) == 1 else None
-    return dotted(node.target)  # type: ignore[attr-defined]
-
-
-def visible_before(known: Assignments, expr: cst.BaseExpression, scope: Scope, order: int) -> bool:
-    """Every name `expr` reads is a parameter of `scope`, a global, or bound in it before `order`."""
-    for node in walk_expressions(expr):
-        if not isinstance(node, cst.Name):
-            continue
-        owner = scope.owner_of(node.value)
-        if owner is None or any(p.name.value == node.value for p in owner.params):
-            continue
-        if not known.before(owner, node.value, order):
-            return False
-    return True
 
 
 # -- accelerate: `accumulate` and `sync_gradients` as windows -------------------------------------
@@ -603,8 +307,8 @@ def cadence_reads(model: "ModuleModel", test: cst.BaseExpression, scope: Scope) 
     """A condition and the values of the cadence flags it reads (`should_eval = step % n == 0`)."""
     found = [test]
     for sub in walk_expressions(test):
-        if isinstance(sub, cst.Name) and model.flag_kinds(sub, scope) & {MODULO, WINDOW_BOUNDARY}:
-            assignment = model.flag_assignment(sub, scope)
+        if isinstance(sub, cst.Name) and model.guards.flag_kinds(sub, scope) & {MODULO, WINDOW_BOUNDARY}:
+            assignment = model.guards.flag_assignment(sub, scope)
             if assignment is not None:
                 found.append(assignment.value)
     return found
@@ -613,7 +317,7 @@ def cadence_reads(model: "ModuleModel", test: cst.BaseExpression, scope: Scope) 
 def window_indices(model: "ModuleModel", update: Event, batches: set) -> set:
     """Keys of names set every batch to `batch_index // accum`, `accum` the update's window length:
     they count windows, but change only on a window's first micro-batch."""
-    guard = model.window(update.site)
+    guard = model.windows.boundary(update.site)
     boundary = modulo_boundary(model, guard) if guard is not None else None
     if boundary is None:
         return set()
@@ -631,3 +335,51 @@ def window_indices(model: "ModuleModel", update: Event, batches: set) -> set:
             if key is not None:
                 found.add(key)
     return found
+
+
+class Windows:
+    """Which statements run once per window (once per attempted update) and which every micro-batch."""
+
+    def __init__(self, model: "ModuleModel"):
+        self.model = model
+        self._shared_windows: Set[int] = set()  # ids of window tests that are one window (accelerate's)
+
+    def boundary(self, site: Site) -> Optional[Guard]:
+        """The innermost window-boundary guard of a statement."""
+        found = self.model.guards.of_kind(site, WINDOW_BOUNDARY)
+        return found[-1] if found else None
+
+    def same_window(self, update: Site, other: Site) -> bool:
+        """`other` runs once per update attempt: under the update's window boundary, if it has one."""
+        boundary = self.boundary(update)
+        if boundary is None:
+            return True
+        text, flipped = self.model.guards.condition(boundary.test)
+        return any(
+            g is boundary or g.test is boundary.test and g.negated == boundary.negated
+            or self.model.guards.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self.model.guards.unchanged(boundary, g, update.scope)
+            or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
+            for g in other.guards
+        )
+
+    def update_outside(self, event: Event) -> Optional[Event]:
+        """An update of this iteration that runs once per window while `event` runs every batch."""
+        for update in self.model.passes.in_iteration(event, SKIPPABLE_STEP, OPTIMIZER_STEP):
+            if self.boundary(update.site) is not None and not self.same_window(update.site, event.site):
+                return update
+        return None
+
+    def add_accelerate_windows(self, found: AccelerateWindows) -> None:
+        """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
+        window with `if accelerator.sync_gradients:`. Without accumulation `sync_gradients` is always true."""
+        for event in self.model.events:
+            guard = found.guards.get(id(event.node))
+            if guard is not None:
+                event.site = replace(event.site, guards=event.site.guards + (guard,))
+                self.model.guards.mark(id(guard.test), frozenset({WINDOW_BOUNDARY}))
+                self._shared_windows.add(id(guard.test))
+        for test, accumulating in found.sync_tests.items():
+            if accumulating:
+                self._shared_windows.add(test)
+            else:
+                self.model.guards.drop(test, WINDOW_BOUNDARY)

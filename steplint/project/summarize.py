@@ -114,7 +114,7 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
 
 
 def _flags(model: ModuleModel, site: Site) -> dict:
-    return {"looped": bool(site.loops), "rank_guarded": bool(model.guards_of_kind(site, RANK))}
+    return {"looped": bool(site.loops), "rank_guarded": bool(model.guards.of_kind(site, RANK))}
 
 
 def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
@@ -151,7 +151,7 @@ def _stored_place(argument: cst.Arg, scope: Scope) -> str:
 
 
 def _contents(model: ModuleModel, save) -> Dict[str, List[Optional[str]]]:
-    checkpoint = model.checkpoint(save)
+    checkpoint = model.state.checkpoint(save)
     contents: Dict[str, List[Optional[str]]] = {}
     scope = save.site.scope
     for key, value in (checkpoint.entries if checkpoint is not None else {}).items():
@@ -212,7 +212,7 @@ def _returns(model: ModuleModel, value: cst.BaseExpression, site: Site, function
     role = model.roles.value_role(value, scope)
     if role is not None:
         function.returns = role.kind
-    if isinstance(value, cst.Name) and COMMIT_GATE in model.flag_kinds(value, scope):
+    if isinstance(value, cst.Name) and COMMIT_GATE in model.guards.flag_kinds(value, scope):
         function.effects.append(s.Effect(s.RETURNS_COMMIT, via=function.name))
     if any(e.node is value for e in model.of_kind(SKIPPABLE_STEP) if e.strategy != CALL and e.site is site):
         function.effects.append(s.Effect(s.RETURNS_COMMIT, via=function.name))

@@ -16,36 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+# What a function does to a place (steplint.effects, shared with the model that reads it), named
+# here too because the summaries are written in it.
+from steplint.effects import (  # noqa: F401
+    CLIP, INCREMENT, LOAD, REDUCE, RETURNS_COMMIT, RETURNS_REDUCED, SAVE, SCALED_BACKWARD, SCALER_UPDATE, SCHEDULER_STEP,
+    UNSCALE, UPDATE, Effect,
+)
+
 SUMMARY_FORMAT = 1  # part of the cache key: change it when the summaries change meaning
-
-# What a function does to a place (the actions of its effects).
-UPDATE = "update"  # an attempted update: scaler.step(optimizer) (place: the scaler, other: the optimizer)
-SCHEDULER_STEP = "scheduler-step"
-SCALER_UPDATE = "scaler-update"
-UNSCALE = "unscale"
-SCALED_BACKWARD = "scaled-backward"
-CLIP = "clip"  # clips gradients (no place)
-SAVE = "save"  # saves a checkpoint (stored: the place saved whole; contents: key -> place)
-LOAD = "load"  # loads state into the place
-REDUCE = "reduce"  # all-reduces / gathers the place
-INCREMENT = "increment"  # counter += 1
-RETURNS_COMMIT = "returns-commit"  # returns whether its update committed (committed_step's result)
-RETURNS_REDUCED = "returns-reduced"  # returns the value it all-reduced
-
-
-@dataclass
-class Effect:
-    action: str
-    place: str = ""
-    role: Optional[str] = None  # the place's role where the effect happens, when known there
-    other: str = ""  # the optimizer of an update or an unscale
-    looped: bool = False  # inside a loop of the function (or of a function it calls): not once per call
-    rank_guarded: bool = False  # runs on some ranks only
-    stored: str = ""  # SAVE: the place saved whole (`torch.save(checkpoint, path)` with `checkpoint` a parameter)
-    contents: Dict[str, List[Optional[str]]] = field(default_factory=dict)  # SAVE: checkpoint key -> [place, role] of the stored value
-    via: str = ""  # the function that does it, for messages: `save_checkpoint`
-    where: str = ""  # file and line of that function: `utils.py:41`
-
 
 @dataclass
 class CallRecord:

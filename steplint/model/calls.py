@@ -1,5 +1,8 @@
 """Events at the call sites of project functions: the call is where the caller's step does what the
-callee's summary says (an update, an unscale, a clip, a save, a state load, a reduction)."""
+callee's summary says (an update, an unscale, a clip, a save, a state load, a reduction).
+
+The project index hands the model its summaries as data: `context` is a steplint.project ModuleContext,
+read here through its `callee` and `argument` (the model does not import the project layer)."""
 
 from __future__ import annotations
 
@@ -20,9 +23,8 @@ from steplint.model.events import (
     UNSCALE,
     Event,
 )
+from steplint import effects as s
 from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER, Role, USE
-from steplint.project import summary as s
-from steplint.project.context import ModuleContext
 
 # Effects that happen once per call (not in a loop of the callee) and that the caller's own step
 # order sees at the call: the call is the unscale, the clip, the scaled backward, the update.
@@ -30,7 +32,7 @@ _ONCE = {s.SCALER_UPDATE: SCALER_UPDATE, s.UNSCALE: UNSCALE, s.SCALED_BACKWARD: 
 _STATE = (s.UPDATE, s.SCALED_BACKWARD, s.SCHEDULER_STEP)
 
 
-def call_events(model, context: ModuleContext) -> List[Event]:
+def call_events(model, context) -> List[Event]:
     known = {}
     for event in model.events:
         known.setdefault(id(event.node), []).append(event)

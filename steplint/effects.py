@@ -1,0 +1,39 @@
+"""What a function of the project does to a place (a parameter, an attribute of its `self`, its
+return value), as the project index summarises it: an attempted update, a scheduler step, an unscale,
+a save, ... The project layer writes these (steplint.project.summarize); the model reads them at the
+call sites of a module (steplint.model.calls). Plain data, below both, and free of the parser: the
+index is read from the cache without it. Places are written as text, see steplint.project.summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+# The actions of effects.
+UPDATE = "update"  # an attempted update: scaler.step(optimizer) (place: the scaler, other: the optimizer)
+SCHEDULER_STEP = "scheduler-step"
+SCALER_UPDATE = "scaler-update"
+UNSCALE = "unscale"
+SCALED_BACKWARD = "scaled-backward"
+CLIP = "clip"  # clips gradients (no place)
+SAVE = "save"  # saves a checkpoint (stored: the place saved whole; contents: key -> place)
+LOAD = "load"  # loads state into the place
+REDUCE = "reduce"  # all-reduces / gathers the place
+INCREMENT = "increment"  # counter += 1
+RETURNS_COMMIT = "returns-commit"  # returns whether its update committed (committed_step's result)
+RETURNS_REDUCED = "returns-reduced"  # returns the value it all-reduced
+
+
+@dataclass
+class Effect:
+    action: str
+    place: str = ""
+    role: Optional[str] = None  # the place's role where the effect happens, when known there
+    other: str = ""  # the optimizer of an update or an unscale
+    looped: bool = False  # inside a loop of the function (or of a function it calls): not once per call
+    rank_guarded: bool = False  # runs on some ranks only
+    stored: str = ""  # SAVE: the place saved whole (`torch.save(checkpoint, path)` with `checkpoint` a parameter)
+    contents: Dict[str, List[Optional[str]]] = field(default_factory=dict)  # SAVE: checkpoint key -> [place, role] of the stored value
+    via: str = ""  # the function that does it, for messages: `save_checkpoint`
+    where: str = ""  # file and line of that function: `utils.py:41`

@@ -1,0 +1,305 @@
+"""Counters: what each counter the code advances counts, and what reading it feeds.
+
+A counter advanced in the loop counts batches; one advanced under the update's window boundary counts
+windows, that is attempted updates; one advanced under a commit gate counts committed updates. A
+counter feeds a schedule or an LR (its unit must be the schedule's), a checkpoint name, an evaluation
+cadence or the end of the run; held back on a skipped update, a cadence reading it fires twice. A
+counter that also locates the data (`sample_start = step * batch_size`) or counts one epoch's batches
+is in batches by design. The scheduler's own basis (`# steplint: schedule=`, else the setting) says
+which unit its steps are meant in. Facts are computed once per module (or per counter) and memoised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from functools import cached_property
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
+
+import libcst as cst
+
+from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
+from steplint.model.structure import Scope, Site
+from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
+from steplint.suppress import intent_basis
+
+if TYPE_CHECKING:
+    from steplint.model import ModuleModel
+
+COMMITTED_UPDATES = "committed-updates"
+
+_DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
+_DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
+
+
+class Counters:
+    """What the counters of one module count and feed (memoised per module, counter or loop)."""
+
+    def __init__(self, model: "ModuleModel"):
+        self.model = model
+
+    def batch_indices(self, loop, counters: bool = True) -> Set[str]:
+        """Keys that count the batches of a loop: `i` of `for i, batch in enumerate(loader)`, and
+        (with `counters`) counters advanced every batch, under no window boundary, in it."""
+        return self.model.remember(("batch_indices", id(loop), counters), lambda: self._batch_indices(loop, counters))
+
+    def _batch_indices(self, loop, counters: bool) -> Set[str]:
+        keys: Set[str] = set()
+        for node, site in self._for_loops.get(id(loop), ()):
+            if isinstance(node.iter, cst.Call) and getattr(node.iter.func, "value", None) == "enumerate":
+                if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
+                    keys.add(self.model.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
+        for increment in self._increments_by_loop.get(id(loop), ()) if counters else ():
+            if self.model.windows.boundary(increment.site) is None and not self.model.guards.gated(increment.site, self.model.passes.attempt_for(increment)):
+                keys.add(self.model.roles.key(increment.subject, increment.site.scope))  # type: ignore[arg-type]
+        return keys
+
+    @cached_property
+    def _for_loops(self) -> Dict[int, list]:
+        found: Dict[int, list] = defaultdict(list)
+        for node, site in self.model.structure.for_loops:
+            found[id(node)].append((node, site))
+        return found
+
+    @cached_property
+    def _increments_by_loop(self) -> Dict[int, List[Event]]:
+        found: Dict[int, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            found[id(increment.site.loop)].append(increment)
+        return found
+
+    def windowed(self, update: Event) -> Set[str]:
+        """Counters advanced under the update's window boundary: they count windows (update attempts)."""
+        if self.model.windows.boundary(update.site) is None:
+            return set()
+        return {
+            self.model.roles.key(i.subject, i.site.scope)  # type: ignore[misc]
+            for i in self.model.pass_events(update.site, COUNTER_INCREMENT)
+            if self.model.windows.same_window(update.site, i.site)
+        }
+
+    def derived_keys(self, increment: Event) -> Set[str]:
+        """The counter's key and the keys of names computed from it (`epoch = step // per_epoch`)."""
+        scope = increment.site.scope
+        key = self.model.roles.key(increment.subject, scope)
+        if key is None:
+            return set()
+        return self.model.remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
+
+    def _derived_keys(self, scope: Scope, key: str) -> Set[str]:
+        derived = {key}
+        for node, site in self.model.statements_in(scope, key):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and not derived.isdisjoint(self.model.keys_in(node.value, site.scope)):
+                target_key = self.model.roles.key(node.targets[0].target, site.scope)
+                if target_key and target_key != key:
+                    derived.add(target_key)
+        return derived
+
+    def repeating_readers(self, increment: Event) -> List[Site]:
+        """Cadence tests in the counter's loop that read it (`if step % eval_every == 0:`): held
+        back on a skipped update, the counter would make them fire again on the next pass."""
+        loop = increment.site.loop
+        derived = self.derived_keys(increment)
+        found = []
+        for node, site in self.model.statements_of(increment.site.scope):
+            if loop is None or loop not in site.loops or node is increment.node or not _is_cadence(node):
+                continue
+            if any(self.model.mentions(node, site.scope, k) for k in derived):
+                found.append(site)
+        return found
+
+    def readers_right_after(self, increment: Event) -> Optional[int]:
+        """How many statements right after the increment must move under a commit gate with it: the
+        cadence checks that read the counter. None when one of them sits elsewhere in the loop."""
+        readers = self.repeating_readers(increment)
+        if not readers:
+            return 0
+        block, statement = increment.site.trail[-1]
+        following = block.statements[block.index(statement) + 1 :]
+
+        def holds(statement, reader: Site) -> bool:
+            return any(s is statement for _, s in reader.trail)
+
+        count = 0
+        while count < len(following) and any(holds(following[count], r) for r in readers):
+            count += 1
+        return count if all(any(holds(h, r) for h in following[:count]) for r in readers) else None
+
+    @staticmethod
+    def recipe_counts_attempts(update: Event) -> bool:
+        """accelerate and DeepSpeed skip the prepared scheduler with the update and count their steps
+        in attempts by convention (as HF Trainer does): checkpoint names, cadences and the end of the
+        run in attempts are that recipe, not a bug; only a schedule computed from the counter is."""
+        return update.strategy in ("accelerate", "deepspeed")
+
+    def feeds(self, increment: Event) -> Set[str]:
+        """What an update counter feeds: schedule, lr, checkpoint, eval, stop. A counter that is
+        also the data position (`sample_start = step * batch_size`) is saved to resume the data
+        where it was, in batches, skipped updates included: that checkpoint entry is not a feed."""
+        derived = self.derived_keys(increment)
+        feeds: Set[str] = set()
+        for k in derived:
+            feeds |= self._fed_by_key.get(k, set())
+        if not derived.isdisjoint(self._data_positions):
+            feeds.discard("checkpoint")
+        if not derived.isdisjoint(self._epoch_data_counters):
+            feeds.discard("stop")
+        return frozenset(feeds)
+
+    @cached_property
+    def _epoch_data_counters(self) -> Set[str]:
+        """Counters of one epoch's data: set to a literal in an outer loop, outside the loop over the
+        data, and ending that loop when they reach its length (`epoch_iter = 1` per epoch, then
+        `if epoch_iter == len(loader) // accum: break`). That stop is where the data runs out,
+        skipped updates included, not an update budget; a counter never reset (`global_step >=
+        max_steps`) stays one."""
+        found: Set[str] = set()
+        for event in self.model.of_kind(EARLY_EXIT):
+            loop, scope = event.site.loop, event.site.scope
+            if not isinstance(event.node, cst.Break) or not isinstance(loop, cst.For):
+                continue
+            data = {dotted(sub) for sub in walk_expressions(loop.iter) if isinstance(sub, (cst.Name, cst.Attribute))} - {None}
+            lengths = self._lengths_of(data, scope)
+            for guard in event.site.guards:
+                test = guard.test
+                if guard.negated or not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+                    continue
+                if not isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+                    continue
+                bound = test.comparisons[0].comparator
+                if not (_reads_length_of(bound, data) or dotted(bound) in lengths):
+                    continue
+                key = self.model.roles.key(test.left, scope) if isinstance(test.left, (cst.Name, cst.Attribute)) else None
+                if key and self._reset_outside(key, loop, scope):
+                    found.add(key)
+        return found
+
+    def _lengths_of(self, data: Set[str], scope: Scope) -> Set[str]:
+        """Names a scope sets from the length of the data (`num_iters = len(loader) // accum`)."""
+        return {
+            dotted(target) or ""
+            for node, site in self.model.statements_of(scope)
+            if isinstance(node, cst.Assign) and _reads_length_of(node.value, data)
+            for target in assignment_targets(node)
+        }
+
+    def _reset_outside(self, key: str, loop: cst.For, scope: Scope) -> bool:
+        """The counter is set to a literal in a loop that encloses `loop` (once per epoch), not in `loop`."""
+        where = self.model.structure.site_of.get(id(loop.iter))  # the header's site: the loops around `loop`
+        if where is None:
+            return False
+        for node, site in self.model.statements_of(scope):
+            if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer)):
+                continue
+            if site.loop is None or loop in site.loops or site.loop not in where.loops:
+                continue
+            if any(self.model.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute))):
+                return True
+        return False
+
+    @staticmethod
+    def stores_data_position(call: cst.Call) -> bool:
+        """A saver handed the batch size with the index (`save_checkpoint(..., step=i + 1,
+        batch_size=bs)`) stores where the data stands, in batches: the right unit for that."""
+        return any(_DATA_SIZE.search(a.keyword.value if a.keyword else dotted(a.value) or "") for a in call.args)
+
+    @cached_property
+    def _data_positions(self) -> Set[str]:
+        """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
+        sampler or loader to skip what was consumed (`skip_first_batches(loader, step)`)."""
+        found: Set[str] = set()
+        for node, site in self.model.structure.statements:
+            for sub in walk_expressions(node):
+                if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Multiply):
+                    for side, other in ((sub.left, sub.right), (sub.right, sub.left)):
+                        if isinstance(side, (cst.Name, cst.Attribute)) and _DATA_SIZE.search(" ".join(names_in(other))):
+                            found.add(self.model.roles.key(side, site.scope) or "")
+                elif isinstance(sub, cst.Call) and _DATA_SKIP.search(last_name(sub.func) or ""):
+                    found.update(self.model.keys_in(sub, site.scope))
+        return found
+
+    @cached_property
+    def _fed_by_key(self) -> Dict[str, Set[str]]:
+        """Key -> what reading it feeds: "schedule" (scheduler arguments), "lr" (a manual LR value),
+        "checkpoint" (a save or its condition), "eval" and "stop" (their conditions, a while test)."""
+        fed: Dict[str, Set[str]] = defaultdict(set)
+
+        def feeds(label: str, keys: Iterable[str]) -> None:
+            for k in keys:
+                fed[k].add(label)
+
+        for event in self.model.events:
+            s = event.site.scope
+            if event.kind == SCHEDULER_STEP:
+                if isinstance(event.node, cst.Assign):
+                    feeds("lr", self.model.keys_in(event.node.value, s))
+                elif _step_update_does_nothing(event):
+                    continue
+                else:
+                    for argument in event.node.args:
+                        feeds("schedule", self.model.keys_in(argument.value, s))
+            label = {CHECKPOINT_SAVE: "checkpoint", EVALUATION: "eval", EARLY_EXIT: "stop"}.get(event.kind)
+            if label is None:
+                continue
+            for guard in event.site.guards:
+                if label == "stop" and guard.early_exit:
+                    continue  # `if ...: continue` before `if done: break` decides whether this pass reaches the stop test, not the stop
+                feeds(label, self.model.keys_in(guard.test, s))
+            if event.kind == CHECKPOINT_SAVE:
+                feeds(label, self.model.keys_in(event.node, s))
+        for loop, site in self.model.structure.while_loops:
+            feeds("stop", self.model.keys_in(loop.test, site.scope))
+        return fed
+
+    def resume_keys(self) -> Set[str]:
+        """Update counters a resumed run needs back: they set the LR or the end of the run. (One that
+        only names checkpoints or paces evaluation restarts harmlessly, or lives on in the file name.)"""
+        def compute():
+            keys = set()
+            for event in self.model.of_kind(COUNTER_INCREMENT):
+                if self.feeds(event) & {"schedule", "lr", "stop"}:
+                    keys.add(self.model.roles.key(event.subject, event.site.scope))
+            return keys
+        return self.model.remember(("resume_keys",), compute)
+
+    def schedule_basis(self, event: Event) -> str:
+        """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
+        if not self.model.remember(("intent comments",), lambda: "steplint:" in self.model.source.text):  # none: no need to place the call
+            return self.model.settings.schedule_basis
+        first, last = self.model.text.rows(event.site.statement)
+        return intent_basis(self.model.source, range(first, last + 1)) or self.model.settings.schedule_basis
+
+    def per_update_scheduler(self, event: Event) -> bool:
+        """A scheduler call that advances one step per call and that the user, not a framework, drives."""
+        role = event.role
+        return (
+            event.kind == SCHEDULER_STEP
+            and not event.explicit_position
+            and role is not None
+            and not (role.prepared or role.engine_owned or role.metric)
+            and self.schedule_basis(event) == COMMITTED_UPDATES
+        )
+
+
+def _step_update_does_nothing(event: Event) -> bool:
+    """timm's `step_update(n)` moves the LR only for a scheduler built with `t_in_epochs=False`;
+    unless the code shows that, the counter it reads feeds nothing."""
+    func = event.node.func if isinstance(event.node, cst.Call) else None
+    return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
+
+
+def _is_cadence(test: cst.CSTNode) -> bool:
+    """`n % k == 0`, `n == k`: true once per value of `n`."""
+    return isinstance(test, cst.BaseExpression) and any(
+        isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
+        or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
+        for sub in walk_expressions(test)
+    )
+
+
+def _reads_length_of(expr: cst.BaseExpression, data: Set[str]) -> bool:
+    """`len(loader)` (or `len(loader) // accum`) for one of the data names."""
+    return any(
+        isinstance(sub, cst.Call) and dotted(sub.func) == "len" and len(sub.args) == 1 and dotted(sub.args[0].value) in data
+        for sub in walk_expressions(expr)
+    )

@@ -1,0 +1,167 @@
+"""Schedules: what a scheduler's length counts (SL107).
+
+A scheduler built with a length (`num_training_steps=len(loader) * epochs`) is meant to be stepped
+that many times. Stepped once per window (once per attempted update) with a length counted in the
+batches of the loop it steps in, it ends early by the accumulation factor. The length is read only
+when the code shows it plainly: one constructor, its length argument, and the one earlier assignment
+of each name it reads; a division, a rounding or the window length anywhere in it means the code
+already converted units, and nothing is said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+from steplint.model.events import Event
+from steplint.model.roles import CONSTRUCTOR, SCHEDULER
+from steplint.model.structure import Scope, Site
+from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
+
+if TYPE_CHECKING:
+    from steplint.model import ModuleModel
+    from steplint.model.windows import ModuloBoundary
+
+# Scheduler arguments that say how many times it will be stepped.
+LENGTH_KEYWORDS = ("num_training_steps", "total_steps", "T_max", "total_iters", "steps_per_epoch", "max_steps")
+_LENGTH_POSITIONS = {"CosineAnnealingLR": 1, "OneCycleLR": 2}  # T_max, total_steps
+_WRAPPERS = ("tqdm", "iter", "enumerate")
+
+
+@dataclass(frozen=True)
+class ScheduleLength:
+    """A scheduler's length argument and the `len(loader)` of the batch loop it was computed from."""
+
+    constructor: cst.Call
+    argument: cst.BaseExpression  # the length argument as written
+    loader_length: cst.Call  # `len(loader)`, maybe inside an assignment the argument reads
+    site: Site  # of the constructor
+
+
+@dataclass(frozen=True)
+class Assignments:
+    """The module's single-target assignments by (scope, target text), in program order, and the
+    schedulers they construct by role key: read once per check, looked up per event."""
+
+    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]]
+    schedulers: Dict[str, List[Tuple[cst.Call, Site]]]
+
+    def before(self, scope: Scope, name: str, order: int) -> List[cst.CSTNode]:
+        return [node for node, site in self.by_target.get((id(scope), name), ()) if site.order < order]
+
+
+def assignments(model: "ModuleModel") -> Assignments:
+    by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]] = {}
+    schedulers: Dict[str, List[Tuple[cst.Call, Site]]] = {}
+    for node, site in model.structure.statements:
+        if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            continue
+        target = _single_target(node)
+        if target is not None:
+            by_target.setdefault((id(site.scope), target), []).append((node, site))
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            key = model.roles.key(node.targets[0].target, site.scope)
+            if key is not None:
+                schedulers.setdefault(key, []).append((node.value, site))
+    return Assignments(by_target, schedulers)
+
+
+def constructor_of(model: "ModuleModel", known: Assignments, event: Event) -> Optional[Tuple[cst.Call, Site]]:
+    """The one call that built the scheduler an event steps, by its constructor."""
+    key = model.roles.key(event.subject, event.site.scope)
+    role = event.role
+    if key is None or role is None or role.evidence < CONSTRUCTOR or len(known.schedulers.get(key, ())) != 1:
+        return None
+    call, site = known.schedulers[key][0]
+    built = model.roles.constructed(call, site.scope)
+    return (call, site) if built is not None and built.kind == SCHEDULER else None
+
+
+def length_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
+    for name in LENGTH_KEYWORDS:
+        value = keyword(call, name)
+        if value is not None:
+            return value
+    tail = last_name(call.func) or ""
+    args = positional(call)
+    position = _LENGTH_POSITIONS.get(tail, 2 if tail.startswith("get_") and tail.endswith("_with_warmup") else None)
+    return args[position] if position is not None and position < len(args) else None
+
+
+def loop_iterable(loop) -> Optional[cst.BaseExpression]:
+    """`loader` of `for ... in enumerate(tqdm(loader))`."""
+    if not isinstance(loop, cst.For):
+        return None
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and last_name(iterable.func) in _WRAPPERS and positional(iterable):
+        iterable = positional(iterable)[0]
+    return iterable if dotted(iterable) is not None else None
+
+
+def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: Event, boundary: ModuloBoundary) -> Optional[ScheduleLength]:
+    """The scheduler's length counts the batches of the loop it steps in, once per window: it reads
+    `len(loader)` of that loop and nothing about the window length or any division."""
+    built = constructor_of(model, known, event)
+    loader = loop_iterable(event.site.loop)
+    if built is None or loader is None:
+        return None
+    call, site = built
+    argument = length_argument(call)
+    if argument is None or site.scope is not event.site.scope:
+        return None
+    expanded = list(_expanded(known, argument, site, depth=3))
+    if any(node is None for node in expanded):
+        return None
+    window = dotted(boundary.length)
+    lengths = []
+    for node in expanded:
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
+            return None
+        if isinstance(node, (cst.Name, cst.Attribute)) and window is not None and dotted(node) == window:
+            return None
+        if isinstance(node, cst.Call) and last_name(node.func) in ("ceil", "floor", "round", "int"):
+            return None
+        if isinstance(node, cst.Call) and dotted(node.func) == "len" and len(node.args) == 1 and dotted(node.args[0].value) == dotted(loader):
+            lengths.append(node)
+    if len(lengths) != 1:
+        return None
+    return ScheduleLength(call, argument, lengths[0], site)
+
+
+def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
+    """Every node of `expr`, and of the one earlier assignment in the same scope of each name it
+    reads (a few levels deep). None stands for a name assigned more than once: not one value."""
+    yield expr
+    name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        for child in expr.children:
+            yield from _expanded(known, child, site, depth)
+        return
+    if not depth:
+        return
+    earlier = known.before(site.scope, name, site.order)
+    if len(earlier) > 1 or any(isinstance(n, cst.AugAssign) for n in earlier):
+        yield None
+    elif earlier and earlier[0].value is not None:  # type: ignore[attr-defined]
+        yield from _expanded(known, earlier[0].value, site, depth - 1)  # type: ignore[attr-defined]
+
+
+def _single_target(node: cst.CSTNode) -> Optional[str]:
+    if isinstance(node, cst.Assign):
+        return dotted(node.targets[0].target) if len(node.targets) == 1 else None
+    return dotted(node.target)  # type: ignore[attr-defined]
+
+
+def visible_before(known: Assignments, expr: cst.BaseExpression, scope: Scope, order: int) -> bool:
+    """Every name `expr` reads is a parameter of `scope`, a global, or bound in it before `order`."""
+    for node in walk_expressions(expr):
+        if not isinstance(node, cst.Name):
+            continue
+        owner = scope.owner_of(node.value)
+        if owner is None or any(p.name.value == node.value for p in owner.params):
+            continue
+        if not known.before(owner, node.value, order):
+            return False
+    return True

@@ -1,0 +1,302 @@
+"""State: what a checkpoint stores, which step state a run has that a checkpoint should store, and
+what a resume restores.
+
+The step state of a run is what moves with committed updates and must come back on resume for the
+resumed run to continue in the same unit: the schedulers the code steps, the scalers that may skip
+(their loss scale and growth tracker), and the update counters that set the LR or the end of the run.
+A checkpoint's contents are read when they are visible (a dict literal, a dict built key by key, a
+saver of the project whose summary says what it stores); otherwise they are unknown and no rule
+speaks. Schedulers put back at the resumed position by hand, or replayed to it, need no entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Dict, List, Optional, Set
+
+import libcst as cst
+
+from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
+from steplint.model.syntax import dotted, last_name, literal, walk_expressions
+
+if TYPE_CHECKING:
+    from steplint.model import ModuleModel
+    from steplint.model.structure import Scope
+
+
+@dataclass
+class Checkpoint:
+    save: Event
+    entries: Dict[str, cst.BaseExpression]  # key -> stored value
+    dict_node: Optional[cst.Dict] = None  # the literal, when the contents are one
+    name: Optional[str] = None  # the variable filled key by key, when they are built up
+    holds: Dict[str, List[str]] = field(default_factory=dict)  # "optimizer"/"scheduler"/"scaler"/"counter" -> role keys
+
+
+class State:
+    """What the module's checkpoints store and what its resume restores."""
+
+    def __init__(self, model: "ModuleModel"):
+        self.model = model
+        self._checkpoints: Dict[int, Optional[Checkpoint]] = {}
+        self._step_states: Dict[int, Dict[str, List[str]]] = {}
+
+    def checkpoint(self, save: Event) -> Optional[Checkpoint]:
+        """What a save visibly stores, or None when its contents cannot be seen (memoised per save)."""
+        if id(save) not in self._checkpoints:
+            self._checkpoints[id(save)] = self._contents(save)
+        return self._checkpoints[id(save)]
+
+    def _contents(self, save: Event) -> Optional[Checkpoint]:
+        if save.via is not None:
+            found = _saved_through(self.model, save)
+        elif not isinstance(save.node, cst.Call) or self.model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
+            return None
+        else:
+            found = stored_contents(self.model, save, save.node.args[0].value)
+        if found is None:
+            return None
+        scope = save.site.scope
+        for value in found.entries.values():
+            for sub in walk_expressions(value):
+                if isinstance(sub, (cst.Name, cst.Attribute)):
+                    key = self.model.roles.key(sub, scope)
+                    role = self.model.roles.roles.get(key or "")
+                    kind = role.kind if role else ("counter" if key in self.model.counters.resume_keys() else None)
+                    if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
+                        found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
+        return found
+
+    @cached_property
+    def saved_under(self) -> Dict[str, str]:
+        """Role key -> the checkpoint key it is saved under, over every visible checkpoint of the module."""
+        saved: Dict[str, str] = {}
+        for save in self.model.of_kind(CHECKPOINT_SAVE):
+            checkpoint = self.checkpoint(save)
+            for name, value in (checkpoint.entries if checkpoint else {}).items():
+                for sub in walk_expressions(value):
+                    if isinstance(sub, (cst.Name, cst.Attribute)):
+                        key = self.model.roles.key(sub, save.site.scope)
+                        if key:
+                            saved.setdefault(key, name)
+        return saved
+
+    @cached_property
+    def restored_from_checkpoint(self) -> set:
+        """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`."""
+        found = set()
+        for node, site in self.model.structure.statements:
+            if type(node) is not cst.Assign:  # (type tests: see steplint.model.syntax.dotted)
+                continue
+            reads = any(
+                type(s) is cst.Subscript or (type(s) is cst.Call and type(s.func) is cst.Attribute and s.func.attr.value == "get")
+                for s in walk_expressions(node.value)
+            )
+            if reads or not found.isdisjoint(self.model.keys_in(node.value, site.scope)):  # or through a temporary
+                found.update(self.model.roles.key(t.target, site.scope) for t in node.targets)
+        return found
+
+    def loaded(self, key: str) -> bool:
+        """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
+        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
+        return key in self._loaded_keys or key in self._loaded_wrappers
+
+    @cached_property
+    def _loaded_wrappers(self) -> set:
+        return {k[:i] for k in self._loaded_keys for i, c in enumerate(k) if c == "."}
+
+    @cached_property
+    def _loaded_keys(self) -> set:
+        """Keys of every object whose `load_state_dict(...)` the module calls, whatever its role."""
+        found = {self.model.roles.key(e.subject, e.site.scope) for e in self.model.of_kind(STATE_LOAD)}
+        for call, site in self.model.structure.calls:
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict":
+                found.add(self.model.roles.key(call.func.value, site.scope))
+        found.discard(None)  # `get_model().load_state_dict(...)`: no name to match
+        return found
+
+    def step_state(self, scope: "Scope") -> Dict[str, List[str]]:
+        """The run's step state visible from a scope: {"scheduler": [keys], "scaler": [...], "counter": [...]}: schedulers
+        the code steps, scalers that may skip, and update counters that feed something (memoised per scope)."""
+        if id(scope) not in self._step_states:
+            self._step_states[id(scope)] = self._step_state(scope)
+        return self._step_states[id(scope)]
+
+    def _step_state(self, scope: "Scope") -> Dict[str, List[str]]:
+        by_owner = _step_state_by_owner(self.model)
+        owners = ["<module>", scope.name] + ([f"class {scope.class_name}"] if scope.class_name is not None else [])
+        visible = sorted({entry for owner in owners for entry in by_owner.get(owner, ())})
+        state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": []}
+        for _, kind, key in visible:
+            state[kind].append(key)
+        return state
+
+    @cached_property
+    def positioned_on_resume(self) -> Set[str]:
+        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`),
+        built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`), or
+        replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing)."""
+        found: Set[str] = {key for key in map(self._replayed_scheduler, self.model.of_kind(SCHEDULER_STEP)) if key}
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
+                        found.add(self.model.roles.key(target.target.value, site.scope) or "")
+                    elif isinstance(node.value, cst.Call) and any(
+                        a.keyword is not None and a.keyword.value == "last_epoch" and literal(a.value) != -1 for a in node.value.args
+                    ):
+                        found.add(self.model.roles.key(target.target, site.scope) or "")
+        return found
+
+    def _replayed_scheduler(self, event: Event) -> Optional[str]:
+        """The scheduler's key when `event` sits in a replay loop: `for _ in range(n):` whose body only
+        advances schedules (`x.step()`, `next(x)`), so it fast-forwards them and trains nothing."""
+        loop = event.site.loop
+        if event.subject is None or not isinstance(loop, cst.For) or not (isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"):
+            return None
+        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+        return self.model.roles.key(event.subject, event.site.scope) if body and all(map(_advances_a_schedule, body)) else None
+
+
+def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpression) -> Optional[Checkpoint]:
+    """What `save` stores when it stores `stored`: a dict literal, a dict built key by key, `self.state_dict()`."""
+    if isinstance(stored, cst.Dict):
+        entries = _entries(stored)
+        return Checkpoint(save, entries, dict_node=stored) if entries is not None else None
+    if isinstance(stored, cst.Name):
+        return _built_up(model, save, stored.value)
+    if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Name) and stored.func.value == "dict":
+        keywords = {a.keyword.value: a.value for a in stored.args if a.keyword is not None}
+        return Checkpoint(save, keywords) if len(keywords) == len(stored.args) else None  # `dict(**extra)`: not all visible
+    if isinstance(stored, cst.Call):
+        return _from_state_dict_method(model, save, stored)
+    return None
+
+
+def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
+    """A save through a function of the project, in the caller's words: `save_checkpoint(path, model,
+    optimizer)` whose summary stores its `optimizer` parameter under "optimizer"; `save_on_master(checkpoint,
+    path)` that saves what the caller built (read in the caller); `save(path, scaler=scaler.state_dict())`
+    that saves its keyword arguments."""
+    context, effect = model.roles.project, save.via
+    callee = context.callee(save.node, save.site.scope)
+    if effect.stored == "kwargs":
+        return Checkpoint(save, {a.keyword.value: a.value for a in save.node.args if a.keyword is not None})
+    if effect.stored:
+        stored = context.argument(callee, effect.stored, save.node, save.site.scope)
+        return stored_contents(model, save, stored) if stored is not None else None
+    if not effect.contents:
+        return None
+    entries = {}
+    for key, (place, _) in effect.contents.items():
+        value = context.argument(callee, place, save.node, save.site.scope) if place else None
+        entries[key] = value if value is not None else _UNKNOWN
+    return Checkpoint(save, entries)
+
+
+_UNKNOWN = cst.Name("None")  # an entry of a save through a project function whose value the caller cannot name
+
+
+def _entries(node: cst.Dict) -> Optional[Dict[str, cst.BaseExpression]]:
+    entries = {}
+    for element in node.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None  # `**extra` or a computed key: the contents are not all visible
+        entries[element.key.evaluated_value] = element.value
+    return entries
+
+
+def _built_up(model: "ModuleModel", save: Event, name: str) -> Optional[Checkpoint]:
+    """`ckpt = {...}` then `ckpt["scheduler"] = ...` in the same function, before the save."""
+    entries: Optional[Dict[str, cst.BaseExpression]] = None
+    for node, site in _assignments_to(model).get((id(save.site.scope), name), ()):
+        if site.order >= save.order:
+            break
+        target = node.targets[0].target
+        if isinstance(target, cst.Name):
+            entries = _entries(node.value) if isinstance(node.value, cst.Dict) else None
+        elif entries is not None:
+            index = target.slice[0].slice if len(target.slice) == 1 else None
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                entries[index.value.evaluated_value] = node.value
+            else:
+                entries = None
+    return Checkpoint(save, entries, name=name) if entries is not None else None
+
+
+def _assignments_to(model: "ModuleModel") -> Dict[tuple, list]:
+    """(scope, name) -> single-target assignments to `name` or to `name[...]`, in program order."""
+
+    def compute() -> Dict[tuple, list]:
+        found: Dict[tuple, list] = {}
+        for node, site in model.structure.statements:
+            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0].target
+            if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                target = target.value
+            if isinstance(target, cst.Name):
+                found.setdefault((id(site.scope), target.value), []).append((node, site))
+        return found
+
+    return model.remember(("assignments_to",), compute)
+
+
+def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -> Optional[Checkpoint]:
+    """`torch.save(self.state_dict(), path)` with a `state_dict` of this module returning a literal."""
+    if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "state_dict":
+        return None
+    method = model.roles.callee(call.func, save.site.scope)
+    if method is None:
+        return None
+    for node, _ in model.statements_of(method):
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
+            entries = _entries(node.value)
+            return Checkpoint(save, entries, dict_node=node.value) if entries is not None else None
+    return None
+
+
+def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
+    """The module's step state once, grouped by the prefix of each key (who can name it): entries
+    (rank, kind, key), ranked as step_state lists them (first use in program order; counters sorted)."""
+
+    def compute() -> Dict[str, list]:
+        ranked: Dict[tuple, int] = {}
+        for event in model.of_kind(SCHEDULER_STEP, SKIPPABLE_STEP, SCALED_BACKWARD, HELPER_STATE):
+            key = model.roles.key(event.subject, event.site.scope) if event.subject is not None else None
+            role = event.role
+            if key is None or role is None:
+                continue
+            # (a scheduler built with `last_epoch=` a resumed position is restored by its construction)
+            if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (
+                role.prepared or role.engine_owned or role.positioned or key in model.state.positioned_on_resume
+            ):
+                kind = "scheduler"
+            elif role.kind == SCALER and role.enabled is not False:
+                kind = "scaler"
+            else:
+                continue
+            ranked.setdefault((kind, key), len(ranked))
+        for key in sorted(k for k in model.counters.resume_keys() if k):
+            ranked.setdefault(("counter", key), len(ranked))
+        found: Dict[str, list] = {}
+        for (kind, key), rank in ranked.items():
+            found.setdefault(key.split(":", 1)[0], []).append((rank, kind, key))
+        return found
+
+    return model.remember(("step_state_by_owner",), compute)
+
+
+def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
+    """`x.step()` or `next(x)` alone on its line."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        call = small.value if isinstance(small, cst.Expr) else None
+        if not isinstance(call, cst.Call):
+            return False
+        if not (last_name(call.func) == "step" and isinstance(call.func, cst.Attribute) and not call.args or dotted(call.func) == "next" and len(call.args) == 1):
+            return False
+    return True
