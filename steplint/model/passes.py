@@ -11,6 +11,7 @@ after `scaler.step(opt)` runs whether that update committed or was skipped, unle
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Dict, List, Optional
 
@@ -154,6 +155,20 @@ class Passes:
                 return False
         return True
 
+    def covered_by_some(self, laters: List[Site], earlier: Site) -> bool:
+        """Some of `laters` runs on every path through `earlier`: one covers it alone, or they sit in
+        the arms of one `if`/`else` (`if cap: scaler.update(new_scale=cap) else: scaler.update()`),
+        which together run wherever that `if` does."""
+        sites = [s for s in laters if self.same_iteration(s, earlier) and s.order > earlier.order]
+        while sites:
+            if any(self.covers(s, earlier) for s in sites):
+                return True
+            merged = _merge_opposite_arms(sites)
+            if merged is None:
+                return False
+            sites = merged
+        return False
+
     def shares_its_pass(self, update: Event) -> bool:
         """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
         return any(other is not update and other.strategy == SCALER for other in self.model.pass_events(update.site, SKIPPABLE_STEP))
@@ -199,3 +214,21 @@ def _exits_before(first: Site, second: Site) -> bool:
         if any(isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and any(isinstance(x, EXITS) for x in s.body) for s in rest):
             return True
     return False
+
+
+def _merge_opposite_arms(sites: List[Site]) -> Optional[List[Site]]:
+    """Replace two sites in the two arms of the same innermost test (guards equal but for that test,
+    taken both ways) by one site under the outer guards only: the pair runs wherever the `if` does.
+    None when no such pair exists."""
+    for i, a in enumerate(sites):
+        for b in sites[i + 1 :]:
+            if not a.guards or len(a.guards) != len(b.guards):
+                continue
+            last_a, last_b = a.guards[-1], b.guards[-1]
+            if last_a.test is not last_b.test or last_a.negated == last_b.negated or last_a.early_exit or last_b.early_exit:
+                continue
+            if any(x.test is not y.test or x.negated != y.negated for x, y in zip(a.guards[:-1], b.guards[:-1])):
+                continue
+            joined = replace(a, guards=a.guards[:-1], order=min(a.order, b.order))
+            return [joined] + [s for s in sites if s is not a and s is not b]
+    return None
