@@ -126,9 +126,31 @@ class State:
         return found
 
     def loaded(self, key: str) -> bool:
-        """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
-        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
-        return key in self._loaded_keys or key in self._loaded_wrappers
+        """Whether the module restores the object `key` holds: its own `load_state_dict`, one of an
+        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`), or one of
+        another name for the same object (`distr_scheduler = scheduler`)."""
+        return any(k in self._loaded_keys or k in self._loaded_wrappers for k in self._same_object.get(key, {key}))
+
+    @cached_property
+    def _same_object(self) -> Dict[str, Set[str]]:
+        """Key -> the keys holding the same object: a name assigned once, from another plain name
+        assigned at most once (`distr_scheduler = scheduler`), holds what that name holds."""
+        writes: Dict[str, List[Optional[str]]] = {}
+        for node, site in self.model.structure.statements:
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                plain = isinstance(node, cst.Assign) and len(targets) == 1 and isinstance(node.value, (cst.Name, cst.Attribute))
+                for target in targets:
+                    key = self.model.roles.key(target, site.scope)
+                    if key:
+                        writes.setdefault(key, []).append(self.model.roles.key(node.value, site.scope) if plain else None)
+        groups: Dict[str, Set[str]] = {}
+        for key, sources in writes.items():
+            if len(sources) == 1 and sources[0] is not None and sources[0] != key and len(writes.get(sources[0], ())) <= 1:
+                group = groups.get(key, {key}) | groups.get(sources[0], {sources[0]})
+                for member in group:
+                    groups[member] = group
+        return groups
 
     @cached_property
     def _loaded_wrappers(self) -> set:
