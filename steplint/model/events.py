@@ -84,7 +84,7 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
     for node, site in structure.statements:
         statement = type(node)  # (type tests: see steplint.model.syntax.dotted)
         if statement is cst.AugAssign and type(node.operator) is cst.AddAssign:
-            if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
+            if _adds_one(node.value) and isinstance(node.target, (cst.Name, cst.Attribute)):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=node.target))
         elif statement is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
@@ -267,6 +267,14 @@ def _is_lr_slot(target: cst.Subscript, site: Site, param_group_vars: set) -> boo
     if isinstance(base, cst.Subscript) and isinstance(base.value, cst.Attribute) and base.value.attr.value == "param_groups":
         return True
     return False
+
+
+def _adds_one(value: cst.BaseExpression) -> bool:
+    """`+= 1`, or `+= 1 if boundary else 0` (steplint.model.structure guards it by its test)."""
+    if isinstance(value, cst.IfExp):
+        arms = {getattr(value.body, "value", None), getattr(value.orelse, "value", None)}
+        return isinstance(value.body, cst.Integer) and isinstance(value.orelse, cst.Integer) and arms == {"1", "0"}
+    return isinstance(value, cst.Integer) and value.value == "1"
 
 
 def _is_self_increment(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
