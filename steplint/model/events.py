@@ -161,9 +161,10 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if kind == EMA and method in ("update", "update_parameters", "step"):
             return Event(EMA_UPDATE, call, site, obj, role)
         if method == "step":
-            if kind == SCALER and args:
+            stepped = args[0] if args else keyword(call, "optimizer")  # `scaler.step(optimizer=opt)` too
+            if kind == SCALER and stepped is not None:
                 skips = role.enabled is not False
-                return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=args[0], strategy=SCALER)
+                return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=stepped, strategy=SCALER)
             if kind == OPTIMIZER and role.skips:  # apex dynamic loss scaling, or declared in configuration
                 return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
@@ -182,8 +183,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             scaler = obj.func.value
             if roles.is_(scaler, scope, SCALER):
                 return Event(SCALED_BACKWARD, call, site, scaler, roles.of(scaler, scope))
-        if method == "unscale_" and kind == SCALER and args:
-            return Event(UNSCALE, call, site, obj, role, optimizer=args[0])
+        if method == "unscale_" and kind == SCALER and (args or keyword(call, "optimizer") is not None):
+            return Event(UNSCALE, call, site, obj, role, optimizer=args[0] if args else keyword(call, "optimizer"))
         if method == "zero_grad" and kind == OPTIMIZER:
             return Event(ZERO_GRAD, call, site, obj, role, optimizer=obj)
         if method == "load_state_dict" and kind in (OPTIMIZER, SCHEDULER, SCALER) and args and not copies_live_state(args[0]):
