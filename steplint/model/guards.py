@@ -67,6 +67,11 @@ def _names_read(test: cst.BaseExpression) -> Set[str]:
     return found
 
 
+def _is_literal_default(value: cst.BaseExpression) -> bool:
+    """`True`, `False`, `None`, a number: a flag's value before the code decides it."""
+    return isinstance(value, (cst.Integer, cst.Float)) or (isinstance(value, cst.Name) and value.value in ("True", "False", "None"))
+
+
 def divides_by_window(modulo: cst.BinaryOperation) -> bool:
     """`x % accum`: the modulus is the accumulation length (`(step // accum) % 2` alternates, it is no window)."""
     text = " ".join(filter(None, (dotted(n) for n in walk_expressions(modulo.right) if isinstance(n, (cst.Name, cst.Attribute)))))
@@ -234,11 +239,14 @@ class Guards:
 
     @cached_property
     def _flag_assignments(self) -> Dict[tuple, cst.Assign]:
-        """(scope, key of the target) -> the first single-target assignment to it."""
+        """(scope, key of the target) -> the first single-target assignment to it that is no literal
+        default (`ran = True` ... `ran = before <= after`: the flag keeps the comparison)."""
         found: Dict[tuple, cst.Assign] = {}
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1:
-                found.setdefault((id(site.scope), self.model.roles.key(node.targets[0].target, site.scope)), node)
+                place = (id(site.scope), self.model.roles.key(node.targets[0].target, site.scope))
+                if place not in found or (_is_literal_default(found[place].value) and not _is_literal_default(node.value)):
+                    found[place] = node
         return found
 
     @cached_property
