@@ -109,7 +109,9 @@ class Passes:
         """Events of `kinds` that run in the same pass of the same loop as `event`."""
         return [
             e for e in self.model.pass_events(event.site, *kinds)
-            if e is not event and not self.exclusive(e.site, event.site) and not self._scaler_absent(e, event) and not self._scaler_absent(event, e)
+            if e is not event and not self.exclusive(e.site, event.site) and not any(
+                absent(a, b) for absent in (self._scaler_absent, self._scaler_disabled) for a, b in ((e, event), (event, e))
+            )
         ]
 
     def _scaler_absent(self, scaler_event: Event, other: Event) -> bool:
@@ -130,6 +132,24 @@ class Passes:
             low, high = sorted((tested.order, scaler_event.order))
             if not self.model.guards.assigned_between(name, other.site.scope, low, high):
                 return True
+        return False
+
+    def _scaler_disabled(self, scaler_event: Event, other: Event) -> bool:
+        """`other` runs only where the scaler of `scaler_event` is disabled: under the false arm of a
+        test of the flag its `enabled=` reads (`GradScaler(enabled=use_amp)`, then `if use_amp: ...
+        else: optimizer.step()`), the flag not assigned in that function before. A disabled scaler scales
+        nothing and its step is the plain one."""
+        role = scaler_event.role
+        flag = role.enabled_by if role is not None and role.kind == SCALER else None
+        if flag is None:
+            return False
+        scaler_key = self.model.roles.key(scaler_event.subject, scaler_event.site.scope) or ""
+        if "." not in flag and scaler_key.split(":", 1)[0] != other.site.scope.name:
+            return False  # a plain name is the same flag only in the function that built the scaler
+        for guard in other.site.guards:
+            text, flipped = self.model.guards.condition(guard.test)
+            if text == flag and guard.negated != flipped and not guard.early_exit:
+                return not self.model.guards.assigned_between(flag, other.site.scope, 0, other.order)
         return False
 
     def covers(self, later: Site, earlier: Site) -> bool:
