@@ -83,6 +83,8 @@ class State:
             return set()
         method, name = scope.class_name is not None, scope.name.rsplit(".", 1)[-1]
         position = params.index(parameter) - (1 if method else 0)
+        if position < 0:
+            return set()  # `self` itself: no argument passes it
         passed: List[Set[str]] = []
         for call, site in self.model.structure.calls:
             func = call.func
