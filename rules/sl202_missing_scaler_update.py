@@ -57,7 +57,7 @@ def check(model):
         if step.strategy != SCALER or step.role is None or model.passes.update_left_to_callers(step):
             continue
         of_this_scaler = updates.get(model.object_key(step), [])
-        if any(model.passes.covers(u.site, step.site) for u in of_this_scaler):
+        if model.passes.covered_by_some([u.site for u in of_this_scaler], step.site):
             continue
         scaler = model.text.of(step.subject)
         fix = None
