@@ -286,7 +286,8 @@ async def test_configuration_change_applies_at_once(editor: Editor):
             await asyncio.sleep(0.01)
         assert editor.client.published[-1].uri == uri and list(editor.client.published[-1].diagnostics) == []
 
-    editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"steplint": {"ignore": []}}))
+    # New settings replace the old ones: `ignore`, left out now, no longer applies.
+    editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"steplint": {"severity": "error"}}))
     editor.change(uri, TRAINING)  # a new version, so the push or pull below is the new settings'
     (diagnostic,) = await editor.diagnostics(uri)
     assert diagnostic.code == "SL101" and diagnostic.severity == types.DiagnosticSeverity.Error

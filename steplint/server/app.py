@@ -28,6 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -36,12 +37,13 @@ from pygls.uris import to_fs_path
 from steplint import __version__, cache
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.diagnostic import Diagnostic
-from steplint.engine import SYNTAX_ERROR, collect_garbage_rarely, fix_source, lint_source
+from steplint.engine import MAX_ANALYSED_CHARS, SYNTAX_ERROR, collect_garbage_rarely, fix_source, lint_source
 from steplint.rule import all_rules
 from steplint.server.actions import FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
 from steplint.server.convert import lsp_diagnostics, whole_text_edit
 from steplint.server.notebooks import OpenNotebook, cell_diagnostics, open_notebook
 from steplint.server.notebooks import fix_all_changes as notebook_fix_all
+from steplint.server.protocol import SteplintProtocol
 from steplint.server.project import Projects, fingerprint
 from steplint.server.settings import LOG_LEVELS, DocumentSettings, EditorSettings, editor_settings
 from steplint.source import Source
@@ -70,7 +72,7 @@ class SteplintServer(LanguageServer):
     def __init__(self) -> None:
         python_cells = types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage(language="python")], notebook="*")
         super().__init__(
-            "steplint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            "steplint", __version__, protocol_cls=SteplintProtocol, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             notebook_document_sync=types.NotebookDocumentSyncOptions(notebook_selector=[python_cells], save=True),
         )
         self.editor = EditorSettings()
@@ -83,6 +85,7 @@ class SteplintServer(LanguageServer):
         self.publisher: Optional[asyncio.Task] = None
         self.published_cells: Dict[str, List[str]] = {}  # notebook URI -> the cells last published
         self.reported: set = set()  # configuration errors already shown to the user
+        self.too_large: set = set()  # documents the user was told are too large to analyse
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.projects: Optional[Projects] = None  # used on the engine thread only
         self.project_updates: Dict[str, asyncio.TimerHandle] = {}  # documents whose text the project awaits
@@ -144,7 +147,13 @@ class SteplintServer(LanguageServer):
     # -- documents ------------------------------------------------------------------------------
 
     def open_document(self, uri: str):
-        return self.workspace.text_documents.get(uri)
+        """The open document with this URI, however the client escaped it: pygls keys open
+        documents by the unescaped URI (`file:///a%20b.py` is stored as `file:///a b.py`)."""
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def open_uris(self) -> List[str]:
+        """The open documents' URIs as the client spelled them, for publishing."""
+        return [document.uri for document in list(self.workspace.text_documents.values())]
 
     def path_of(self, document) -> str:
         path = to_fs_path(document.uri)
@@ -157,10 +166,10 @@ class SteplintServer(LanguageServer):
         """Path -> (uri, text) of the open Python documents that are files: the project reads
         their texts, not the files'."""
         found = {}
-        for uri, document in list(self.workspace.text_documents.items()):
-            path = to_fs_path(uri)
-            if path and path.endswith(".py") and self.is_python(document):
-                found[path] = (uri, document.source)
+        for document in list(self.workspace.text_documents.values()):
+            path = to_fs_path(document.uri)
+            if path and path.endswith(".py") and self.is_python(document) and len(document.source) <= MAX_ANALYSED_CHARS:
+                found[path] = (document.uri, document.source)
         return found
 
     def snapshot(self, uri: str):
@@ -201,9 +210,21 @@ class SteplintServer(LanguageServer):
         self.report_configuration_errors()
         if to_fs_path(uri) and settings.excluded(path):
             return Linted(key, [], False)
+        if len(text) > MAX_ANALYSED_CHARS:
+            self.tell_not_analysed(document.uri, len(text))
+            return Linted(key, [], False)
+        self.too_large.discard(document.uri)
         units = self.workspace.position_codec.client_num_units
         project = self.project_context(path) if to_fs_path(uri) else None
         return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units, project))
+
+    def tell_not_analysed(self, uri: str, size: int) -> None:
+        """Once per document (until it is small enough again): the same bound and words as the
+        command line's, as a warning in the editor's log."""
+        if uri not in self.too_large:
+            self.too_large.add(uri)
+            log.warning("%s not analysed: %.1f million characters, more than the %.0f million steplint analyses (generated code or data?)",
+                        uri, size / 1e6, MAX_ANALYSED_CHARS / 1e6)
 
     def project_context(self, path: str) -> Callable[[], Any]:
         """What the project tells about the module, asked for on the engine thread."""
@@ -307,7 +328,9 @@ class SteplintServer(LanguageServer):
         document = self.open_document(uri)
         modules = self.open_modules()
         texts = {p: text for p, (_, text) in modules.items()}
-        update = functools.partial(_changed_modules, self.projects, path, document.source if document is not None else None, texts)
+        # A text too large to analyse is not summarised either: the project reads the file, within its own bound.
+        text = document.source if document is not None and len(document.source) <= MAX_ANALYSED_CHARS else None
+        update = functools.partial(_changed_modules, self.projects, path, text, texts)
         asyncio.ensure_future(self._relint_changed(self.loop.run_in_executor(self.engine, update), modules))
 
     async def _relint_changed(self, update: "asyncio.Future", modules: Dict[str, Tuple[str, str]]) -> None:
@@ -412,6 +435,7 @@ def guarded(empty: Callable[[Any], Any] = lambda params: None):
 @guarded()
 def initialize(ls: SteplintServer, params: types.InitializeParams) -> None:
     ls.loop = asyncio.get_running_loop()
+    ls.protocol.count_lines_as_lsp()
     _ClientLog.install(ls)
     editor, problems = editor_settings(params.initialization_options)
     ls.pull = bool(ls.client_can("text_document", "diagnostic") and ls.client_can("workspace", "diagnostics", "refresh_support"))
@@ -502,11 +526,13 @@ async def did_change_configuration(ls: SteplintServer, params: types.DidChangeCo
     if not sent and ls.client_can("workspace", "configuration"):  # "settings changed, ask for them"
         answers = await ls.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section="steplint")]))
         sent = answers[0] if answers else None
-    editor, problems = editor_settings(sent, ls.editor)
+    if sent is None:
+        return  # nothing to go by: the settings stay
+    editor, problems = editor_settings(sent)  # they replace the old ones: a removed setting is back to its default
     for problem in problems:
         log.warning("%s", problem)
     ls.apply_settings(editor)
-    ls.relint(list(ls.workspace.text_documents))
+    ls.relint(ls.open_uris())
 
 
 @guarded()
@@ -515,7 +541,7 @@ def did_change_watched_files(ls: SteplintServer, params: types.DidChangeWatchedF
         log.info("configuration files changed; reloading them")
         ls.reported.clear()
         ls.apply_settings(ls.editor)
-        ls.relint(list(ls.workspace.text_documents))
+        ls.relint(ls.open_uris())
 
 
 @guarded(lambda params: [])
