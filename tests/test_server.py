@@ -66,10 +66,12 @@ CLIENTS = {
 
 
 def recording_client() -> LanguageClient:
-    """pytest-lsp's client, also keeping each publishDiagnostics' version and each registration."""
+    """pytest-lsp's client, also keeping each publishDiagnostics' version, each registration and
+    each edit the server asked it to apply."""
     client = LanguageClient(converter_factory=default_converter)
     client.published = []
     client.registrations = []
+    client.applied = []  # workspace/applyEdit requests the server sent
     features = dict(DEFAULT_CLIENT_FEATURES)
     record_default = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
 
@@ -80,8 +82,13 @@ def recording_client() -> LanguageClient:
     def register(client: LanguageClient, params: types.RegistrationParams):
         client.registrations.extend(params.registrations)
 
+    def apply_edit(client: LanguageClient, params: types.ApplyWorkspaceEditParams):
+        client.applied.append(params)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = publish
     features[types.CLIENT_REGISTER_CAPABILITY] = register
+    features[types.WORKSPACE_APPLY_EDIT] = apply_edit
     register_lsp_features(client, features)
     return client
 

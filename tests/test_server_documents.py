@@ -12,7 +12,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from test_server import SCHEDULER_ROW, TRAINING, WAIT, Editor, client, codes, editor  # noqa: F401 (fixtures)
+from test_server import SCHEDULER_ROW, TRAINING, UNITS, WAIT, Editor, client, codes, editor  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.asyncio
 
@@ -50,11 +50,13 @@ async def test_a_request_with_unreadable_params_is_answered_with_invalid_params(
     assert codes(await editor.diagnostics(uri)) == ["SL101"]
 
 
-def lsp_position(text: str, offset: int) -> types.Position:
-    """(line, UTF-16 column) of an offset, lines broken only on \\r\\n, \\r and \\n, as LSP says."""
+def lsp_position(text: str, offset: int, encoding: str = "utf-16") -> types.Position:
+    """(line, column in the encoding's units) of an offset, lines broken only on \\r\\n, \\r
+    and \\n, as LSP says."""
     starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
     line = max(i for i, start in enumerate(starts) if start <= offset)
-    return types.Position(line, len(text[starts[line] : offset].encode("utf-16-le")) // 2)
+    codec, unit = UNITS[encoding]
+    return types.Position(line, len(text[starts[line] : offset].encode(codec)) // unit)
 
 
 def ranged_change(editor: Editor, uri: str, old: str, new: str) -> Tuple[str, types.Range]:

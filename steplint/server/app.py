@@ -22,6 +22,7 @@ import asyncio
 import functools
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -38,9 +40,9 @@ from steplint import __version__, cache
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.diagnostic import Diagnostic
 from steplint.engine import MAX_ANALYSED_CHARS, SYNTAX_ERROR, collect_garbage_rarely, fix_source, lint_source
-from steplint.rule import all_rules
-from steplint.server.actions import FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
-from steplint.server.convert import lsp_diagnostics, whole_text_edit
+from steplint.rule import all_rules, rule_text
+from steplint.server.actions import FIX_ALL, NOTEBOOK_FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
+from steplint.server.convert import lsp_diagnostics, position, whole_text_edit
 from steplint.server.notebooks import OpenNotebook, cell_diagnostics, open_notebook
 from steplint.server.notebooks import fix_all_changes as notebook_fix_all
 from steplint.server.protocol import SteplintProtocol
@@ -203,7 +205,7 @@ class SteplintServer(LanguageServer):
         if found is None:
             return None
         document, text, key = found
-        if not self.is_python(document):
+        if not self.is_python(document) or not self.editor.enable:
             return Linted(key, [], False)
         path = self.path_of(document)
         settings = self.documents.settings_for(path)
@@ -242,7 +244,7 @@ class SteplintServer(LanguageServer):
         path = self.notebook_path(notebook)
         settings = self.documents.settings_for(path)
         self.report_configuration_errors()
-        if to_fs_path(notebook.uri) and settings.excluded(path):
+        if not self.editor.enable or (to_fs_path(notebook.uri) and settings.excluded(path)):
             return Linted(key, [], False, by_cell={cell.uri: [] for cell in opened.cells}, notebook=opened)
         units = self.workspace.position_codec.client_num_units
         return await self.once("lint", notebook.uri, key, functools.partial(_lint_notebook, path, opened, key, settings, self.editor, units))
@@ -548,20 +550,22 @@ def did_change_watched_files(ls: SteplintServer, params: types.DidChangeWatchedF
 async def code_action(ls: SteplintServer, params: types.CodeActionParams) -> List[types.CodeAction]:
     uri = params.text_document.uri
     document = ls.open_document(uri)
-    if document is None:
+    if document is None or not ls.editor.enable:
         return []
     only = params.context.only
     version, versioned, lazy = document.version, ls.versioned_edits, ls.lazy_actions
     actions = diagnostic_actions(uri, version, params.context.diagnostics, only, versioned, lazy)
-    if ls.editor.fix_all and wanted(FIX_ALL, only):
+    # A notebook's own fix-all kind only when asked for by name (else it would repeat source.fixAll).
+    kinds = [FIX_ALL] + ([NOTEBOOK_FIX_ALL] if only and ls.notebook_of(uri) is not None else [])
+    for kind in [k for k in kinds if ls.editor.fix_all and wanted(k, only)]:
         linted = await ls.lint(uri)
         if linted is not None and linted.fixable:
             if lazy:
-                actions.append(fix_all_action(uri, version, None, versioned))
+                actions.append(fix_all_action(uri, version, None, versioned, kind))
             else:
                 changes = await ls.fix_all_changes(uri)
                 if changes:
-                    actions.append(fix_all_action(uri, version, changes, versioned))
+                    actions.append(fix_all_action(uri, version, changes, versioned, kind))
     return actions
 
 
@@ -591,6 +595,56 @@ async def pull_diagnostics(ls: SteplintServer, params: types.DocumentDiagnosticP
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
     items = linted.diagnostics if linted.by_cell is None else linted.by_cell.get(params.text_document.uri, [])
     return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
+
+
+@guarded()
+def hover(ls: SteplintServer, params: types.HoverParams) -> Optional[types.Hover]:
+    """On a steplint code of a `# noqa` directive: the rule's name and summary."""
+    document = ls.open_document(params.text_document.uri)
+    if document is None or not ls.editor.enable or not ls.is_python(document):
+        return None
+    row = params.position.line + 1
+    source = Source(ls.path_of(document), document.source)
+    if row > len(source.line_starts) or "noqa" not in source.line(row).lower():
+        return None  # tokenized only for a line that names noqa
+    directive = comments(source).noqa.get(row)
+    offset = document.offset_at_position(params.position)
+    if directive is None or not directive.start <= offset <= directive.end:
+        return None
+    for code in re.finditer(r"[A-Za-z]+[0-9]+", source.text[directive.start : directive.end]):
+        start, end = directive.start + code.start(), directive.start + code.end()
+        found = all_rules().get(code.group().upper())
+        if found is not None and start <= offset <= end:
+            text = f"**{found.code}** `{found.name}`: {found.summary}"
+            span = types.Range(types.Position(**position(source, start, ls.workspace.position_codec.client_num_units)),
+                               types.Position(**position(source, end, ls.workspace.position_codec.client_num_units)))
+            return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=span)
+    return None
+
+
+FIX_ALL_COMMAND = "steplint.fixAll"
+SHOW_RULE_COMMAND = "steplint.showRule"
+
+
+async def fix_all_command(ls: SteplintServer, *arguments: Any) -> None:
+    """`steplint.fixAll` with the document's URI (a string, or `{"uri": ...}`): its fix-all, sent
+    to the editor as `workspace/applyEdit`."""
+    target = arguments[0] if arguments else None
+    uri = target.get("uri") if isinstance(target, dict) else target
+    if not isinstance(uri, str) or ls.open_document(uri) is None and ls.notebook_of(uri) is None:
+        raise JsonRpcInvalidParams(f"{FIX_ALL_COMMAND}: expected the URI of an open document, got {target!r}")
+    changes = await ls.fix_all_changes(uri) if ls.editor.enable else None
+    if changes:
+        edit = workspace_edit(changes, ls.versioned_edits)
+        await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="steplint: Fix all auto-fixable problems"))
+
+
+def show_rule_command(ls: SteplintServer, *arguments: Any) -> str:
+    """`steplint.showRule` with a rule code: its documentation in Markdown, as `steplint rule CODE` prints it."""
+    found = all_rules().get(str(arguments[0]).upper()) if arguments else None
+    if found is None:
+        raise JsonRpcInvalidParams(f"{SHOW_RULE_COMMAND}: expected a rule code, got {list(arguments)!r}")
+    return rule_text(found)
 
 
 @guarded()
@@ -639,9 +693,12 @@ def create_server() -> SteplintServer:
     server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)(did_close_notebook)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
     server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
-    options = types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True)
+    options = types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL], resolve_provider=True)
     server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)(code_action)
     server.feature(types.CODE_ACTION_RESOLVE)(resolve_code_action)
+    server.feature(types.TEXT_DOCUMENT_HOVER)(hover)
+    server.command(FIX_ALL_COMMAND)(fix_all_command)
+    server.command(SHOW_RULE_COMMAND)(show_rule_command)
     server.feature(types.SHUTDOWN)(shutdown)
     return server
 

@@ -21,6 +21,7 @@ LOG_LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "warning": loggin
 
 @dataclass(frozen=True)
 class EditorSettings:
+    enable: bool = True  # false: no diagnostics (those published are cleared), no actions
     configuration: Optional[str] = None  # a configuration file used for every document
     select: Tuple[str, ...] = ()
     ignore: Tuple[str, ...] = ()
@@ -65,6 +66,7 @@ def _one_of(choices):
 
 # The editor's names (camelCase, as editors spell settings): the field each sets and its check.
 _SETTINGS = {
+    "enable": ("enable", _flag),
     "configuration": ("configuration", _path),
     "select": ("select", _codes),
     "ignore": ("ignore", _codes),
