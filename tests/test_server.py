@@ -551,7 +551,8 @@ async def test_notebook_cells_get_their_diagnostics_and_fixes(editor: Editor):
     others = [u for u, k in zip(uris, kinds) if k == types.NotebookCellKind.Code and u != loop_cell]
     if editor.pull:
         assert [await editor.diagnostics(u) for u in others] == [[]] * len(others)
-    else:  # pushed at once with the loop's cell, empty (the %%bash cell is not Python: nothing)
+    else:  # pushed with the loop's cell (each push its own message: waited for), empty; the %%bash cell is not Python: nothing
+        assert [await editor.diagnostics(u) for u in others if u != uris[5]] == [[]] * (len(others) - 1)
         assert {p.uri for p in editor.client.published if not p.diagnostics} == set(others) - {uris[5]}
 
     def applied(edit: types.WorkspaceEdit) -> Dict[str, str]:
