@@ -12,7 +12,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from test_server import SCHEDULER_ROW, TRAINING, UNITS, WAIT, Editor, client, codes, editor  # noqa: F401 (fixtures)
+from test_server import TRAINING, UNITS, WAIT, Editor, client, codes, editor  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,7 +17,7 @@ from steplint.config import Settings
 from steplint.engine import fix_source
 from steplint.rule import all_rules
 from test_server import (  # noqa: F401 (fixtures)
-    FIXED_NOTEBOOK, NOTEBOOK, SCHEDULER_ROW, TRAINING, WAIT, Editor, apply_text_edits, client, codes, editor, notebook_cells,
+    FIXED_NOTEBOOK, NOTEBOOK, TRAINING, WAIT, Editor, apply_text_edits, client, codes, editor, notebook_cells,
 )
 from test_server_documents import BOTH_WAYS, lsp_position
 
