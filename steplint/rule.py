@@ -81,6 +81,15 @@ class Rule:
 _CHECKS: Dict[str, Optional[Callable]] = {}
 
 
+def fix_word(fix: Optional[str]) -> str:
+    return {"safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "fix sometimes available"}.get(fix or "", "no fix")
+
+
+def rule_text(found: Rule) -> str:
+    """A rule's documentation in Markdown, as `steplint rule CODE` prints it."""
+    return f"# {found.name} ({found.code})\n\n{fix_word(found.fix).capitalize()}.\n\n{found.doc}"
+
+
 def rule(code: str, name: str, summary: str, fix: Optional[str] = None) -> Callable[[Callable], Rule]:
     """Declare a rule: `@rule(...)` over its check; the module docstring is its documentation."""
 
