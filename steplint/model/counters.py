@@ -99,6 +99,17 @@ class Counters:
                 derived |= self._derived_keys(caller_scope, caller_key, visited | {(scope.name, key)})
         return derived
 
+    @cached_property
+    def _assigned_calls(self) -> Dict[str, list]:
+        """Called name -> (node, site) of the `target = name(...)` statements."""
+        found: Dict[str, list] = defaultdict(list)
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+                called = dotted(node.value.func)
+                if called:
+                    found[called].append((node, site))
+        return found
+
     def _handed_back_to(self, scope: Scope, key: str) -> List[tuple]:
         """(scope, key) of the callers' counters a function's parameter counter returns to: in
         `n = run_epoch(..., n)`, where `run_epoch` advances its parameter `n` and returns it, the
@@ -110,11 +121,9 @@ class Counters:
         if not returns or not all(isinstance(r.value, cst.Name) and r.value.value == name for r in returns):
             return []
         found = []
-        for node, site in self.model.structure.statements:
-            if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)):
-                continue
-            if dotted(node.value.func) != scope.name or site.scope.owner_of(scope.name) is not None:
-                continue  # not a call of this module-level function
+        for node, site in self._assigned_calls.get(scope.name, ()):
+            if site.scope.owner_of(scope.name) is not None:
+                continue  # a local of the same name, not this module-level function
             target_key = self.model.roles.key(node.targets[0].target, site.scope)
             passed = {k for a in node.value.args for k in self.model.keys_in(a.value, site.scope)}
             if target_key and target_key in passed:
