@@ -54,6 +54,19 @@ skipped updates, and changes checkpoint names. The cadence checks that read the 
 it move under the gate with it (else a skipped update would repeat them); when such a check sits
 elsewhere in the loop, no fix is offered. Unsafe whenever the gate is a DeepSpeed engine's
 `was_step_applied()`: fp16 DeepSpeed needs a GPU, so no test of ours has run that gate.
+Preconditions: role (`committed_step` only on a torch GradScaler: built by its qualified
+constructor, annotated so, or shown with `scale`, `step` and `update` and never built from another
+call; a toolkit's wrapper with a `step` of its own gets no fix, and the message says so); binding
+(the `committed` flag exists on the fp32 branch too: `committed = True` before the branch);
+committed-path equivalence (checked on the fixed tree: with the gate true, the fixed module is the
+original one, statement for statement).
+Consistency: every cadence check (`n % k == 0`, `n == k`) that reads the counter, in any function
+of the module (the caller's `trainer.num_updates`, a callback's), moves under the gate with it, or
+there is no fix and the message names their lines (else each would fire again after a skipped
+update, at 0 too).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
@@ -63,7 +76,7 @@ from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.model.windows import micro_batch_counters
-from steplint.rewrite import gate_fix
+from steplint.rewrite import gate_advice, gate_fix, ungated_cadences
 from steplint.rule import Finding, rule
 
 
@@ -130,11 +143,16 @@ def _conflict(model, increment, unit, update):
 def _with_fix(model, increment, update, feeds, name, message):
     fix = None
     through = model.counters.readers_right_after(increment)
-    if update.order < increment.order and through is not None:
+    elsewhere = ungated_cadences(model, increment, through) if through is not None else []
+    if update.order < increment.order and through is not None and not elsewhere:
         applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
         fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
+        message += gate_advice(model, update) if fix is None else ""
     elif through is None:
         message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
+    elif elsewhere:
+        lines = ("lines " if len(elsewhere) > 1 else "line ") + ", ".join(map(str, elsewhere))
+        message += f" (no fix: the cadence checks on {lines} read it too, and would fire again after each skipped update; gate them with it)"
     return Finding(increment.node, message, fix)
 
 

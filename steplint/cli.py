@@ -26,7 +26,7 @@ from steplint.files import FileError, NotRegularFile, decode_source, discover, r
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES
-from steplint.rule import all_rules
+from steplint.rule import all_rules, fix_word, rule_text
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
 
@@ -691,7 +691,7 @@ def rule_command(code, show_all, output_format) -> None:
         if output_format == "json":
             click.echo(json.dumps([_rule_dict(r) for r in rules.values()], indent=2))
         else:
-            rows = [(r.code, r.name, _fix_word(r.fix), r.summary) for r in rules.values()]
+            rows = [(r.code, r.name, fix_word(r.fix), r.summary) for r in rules.values()]
             widths = [max(len(row[i]) for row in rows) for i in range(3)]
             for row in rows:
                 click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
@@ -702,17 +702,13 @@ def rule_command(code, show_all, output_format) -> None:
     if output_format == "json":
         click.echo(json.dumps(_rule_dict(found), indent=2))
     else:
-        click.echo(f"# {found.name} ({found.code})\n\n{_fix_word(found.fix).capitalize()}.\n\n{found.doc}")
+        click.echo(rule_text(found))
 
 
 def _rule_named(rules, code_or_name: str):
     """A rule by its code (`SL101`) or its kebab-case name (`scheduler-step-on-skipped-update`), as ruff takes either."""
     by_name = {r.name: r for r in rules.values()}
     return rules.get(code_or_name.upper()) or by_name.get(code_or_name.lower())
-
-
-def _fix_word(fix: Optional[str]) -> str:
-    return {"safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "fix sometimes available"}.get(fix or "", "no fix")
 
 
 def _rule_dict(r) -> dict:

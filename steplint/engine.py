@@ -7,6 +7,7 @@ import gc
 import re
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional
 
@@ -195,6 +196,7 @@ def _from_recursion(error: BaseException) -> bool:
 
 def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
     from steplint.model import build_model
+    from steplint.rewrite import vetted
 
     model = build_model(source, module, settings, project)
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
@@ -224,6 +226,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
             if noqa is not None:
                 used.add((noqa, code))
                 continue
+            finding = vetted(model, finding)  # (after suppression: a suppressed finding's fix is never written)
             start, end = model.text.span(finding.node)
             noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
             found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix if code in fixable else None, noqa_row))
@@ -298,10 +301,13 @@ def fix_source(
     diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)
     `diagnostics`: lint_source's answer for `text` with `project`, when the caller has it."""
     fixed: List[Diagnostic] = []
+    shown_without_fix: Optional[Counter] = None
     for _ in range(max_rounds):
         if diagnostics is None:
             diagnostics = lint_source(path, text, settings, project)
-        fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
+        if shown_without_fix is None:
+            shown_without_fix = Counter(_identity(d, text) for d in diagnostics if d.fix is None or not d.fix.applies(unsafe_fixes))
+        fixable = [d for d in _agreeing(diagnostics, text, shown_without_fix) if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
             return FixResult(text, fixed, diagnostics)  # the last round linted the final text
@@ -315,6 +321,26 @@ def fix_source(
             return FixResult(text, fixed, diagnostics)
         text, diagnostics = candidate, None
     return FixResult(text, fixed, lint_source(path, text, settings, project))
+
+
+def _identity(d: Diagnostic, text: str) -> tuple:
+    """What tells a diagnostic apart across fix rounds: its code, message and the flagged code."""
+    return d.code, d.message, " ".join(text[d.start : d.end].split())
+
+
+def _agreeing(diagnostics: List[Diagnostic], text: str, shown_without_fix: Counter) -> List[Diagnostic]:
+    """The diagnostics of a later round, but those the first report showed without a fix: a fix
+    that appears only after other fixes went in (SL303's restore, once SL302 added the entry to the
+    checkpoint) is applied by the next run, whose report shows it."""
+    left = Counter(shown_without_fix)
+    kept = []
+    for d in diagnostics:
+        identity = _identity(d, text)
+        if left[identity] > 0:
+            left[identity] -= 1
+        else:
+            kept.append(d)
+    return kept
 
 
 def _first_that_parses(text: str, fixes):

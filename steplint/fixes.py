@@ -27,6 +27,7 @@ class Fix:
     applicability: str  # SAFE or UNSAFE
     edits: Tuple[Edit, ...]
     group: Optional[str] = None  # fixes of one group go in one at a time, so each sees the last
+    gate: Optional[str] = None  # of a gating fix: the commit gate it puts statements under (`committed`)
 
     def applies(self, unsafe_fixes: bool) -> bool:
         return self.applicability == SAFE or unsafe_fixes

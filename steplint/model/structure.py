@@ -143,7 +143,11 @@ class _Walker:
     def statement(self, statement, scope, loops, guards, trail) -> None:
         if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in statement.body:
-                self.record(small, self.site(scope, loops, guards, trail), scope)
+                added = _conditional_add(small)
+                site = self.site(scope, loops, guards + added, trail)
+                self.record(small, site, scope)
+                for guard in added:
+                    self.structure.site_of[id(guard.test)] = site  # (where the test is read, like an `if`'s)
         elif isinstance(statement, cst.If):
             self.if_statement(statement, scope, loops, guards, trail)
         elif isinstance(statement, (cst.For, cst.While)):
@@ -222,6 +226,23 @@ class _ClassScope(Scope):
 
     def __init__(self, outer: Scope, class_name: str) -> None:
         super().__init__(outer.node, outer.name, class_name, outer.self_name, outer.params, outer.local_names)
+
+
+def _conditional_add(small: cst.BaseSmallStatement) -> Tuple[Guard, ...]:
+    """`n += 1 if boundary else 0` adds only when `boundary` holds: it runs as if under `if boundary:`
+    (and `n += 0 if warmup else 1` as if under its `else:`)."""
+    if not (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) and isinstance(small.value, cst.IfExp)):
+        return ()
+    value = small.value
+    if _is_zero(value.orelse) and not _is_zero(value.body):
+        return (Guard(value.test, False, small),)
+    if _is_zero(value.body) and not _is_zero(value.orelse):
+        return (Guard(value.test, True, small),)
+    return ()
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Integer) and expr.evaluated_value == 0
 
 
 def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
