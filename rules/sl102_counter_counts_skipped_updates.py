@@ -26,7 +26,18 @@ if committed:
 lr_scheduler.step_update(num_updates=num_updates)
 ```
 
-Silent for counters that feed none of these (a log line's index), counters advanced under a commit
+It reports a unit conflict, not a shape. A counter the code shows to count the data (batches or
+samples) by design (set to `(epoch - 1) * len(loader)` on resume, advanced by the batches a resumed
+run skips, multiplied by a batch size, advanced at the start of each batch before the update is
+attempted, stepping a batch-keyed schedule with `step_batch(n)`, or declared with
+`# steplint: counter=batches` or in `[tool.steplint.units]`) is the recipe for the consumers that
+follow it (checkpoint names, cadences, a stop on a cadence): it is reported only where it feeds a
+consumer that counts committed updates (`step_update(n)` of a scheduler built with
+`t_in_epochs=False`, a budget computed as `ceil(len(loader) / accum) * epochs`), and the message
+names that consumer and the evidence for both units. A name alone (`batch_idx_train`) only confirms.
+
+Silent for counters that feed none of these (a log line's index), consumers that count the data
+(`# steplint: schedule=tokens`, `step_batch(n)`, an LR or a stop computed from `n * batch_size`), counters advanced under a commit
 gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
 drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
@@ -63,28 +74,73 @@ def check(model):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
         update = model.passes.attempt_for(increment, before_only=False)
+        unit = model.units.counter_unit(increment)
         if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
-            feeds = model.counters.feeds(increment) if skipped is not None else set()
+            feeds = _feeds_in_updates(model, increment, unit) if skipped is not None else set()
             if feeds:
                 name, check = model.text.of(increment.subject), model.text.of(skipped[1].test)
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
-        feeds = model.counters.feeds(increment) if update is not None else set()
-        if update is not None and (model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer"):
+        if update is None or model.guards.gated(increment.site, update):
+            continue
+        if unit.by_design:
+            finding = _conflict(model, increment, unit, update)
+            if finding is not None:
+                yield finding
+            continue
+        feeds = _feeds_in_updates(model, increment, unit)
+        if model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer":
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
-        if not feeds or model.guards.gated(increment.site, update):
+        if not feeds:
             continue
         name = model.text.of(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
-        fix = None
-        through = model.counters.readers_right_after(increment)
-        if update.order < increment.order and through is not None:
-            applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
-            fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
-        elif through is None:
-            message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
-        yield Finding(increment.node, message, fix)
+        yield _with_fix(model, increment, update, feeds, name, message)
+
+
+def _feeds_in_updates(model, increment, unit):
+    """What the counter feeds, less the consumers the code shows to count the data (batches,
+    samples, epochs) or to read the counter as a data position: counting attempts is right for them."""
+    feeds = set(model.counters.feeds(increment))
+    others = [c for c in model.units.consumers_of(increment) if c.label in feeds]
+    for label in list(feeds):
+        mine = [c for c in others if c.label == label]
+        if mine and all(model.units.counts_in_other_units(increment, c) for c in mine):
+            feeds.discard(label)
+    return feeds
+
+
+def _conflict(model, increment, unit, update):
+    """A counter of the data (batches, samples) by design is the recipe for the consumers that follow
+    it (checkpoint names, cadences); it is a finding only where it feeds a consumer in committed updates."""
+    feeds = model.counters.feeds(increment)
+    conflicts = [c for c in model.units.conflicting_consumers(increment, unit) if c.label in feeds]
+    if not conflicts:
+        return None
+    consumer = conflicts[0]
+    name = model.text.of(increment.subject)
+    message = (
+        f"`{name}` {model.units.describe(unit)}, skipped updates included, but feeds `{_short(model.text.of(consumer.node))}`, "
+        f"which counts committed updates ({consumer.evidence.why}); advance it only when the update committed, or feed that consumer an update counter{no_signal_note(update)}"
+    )
+    return _with_fix(model, increment, update, set(feeds), name, message)
+
+
+def _with_fix(model, increment, update, feeds, name, message):
+    fix = None
+    through = model.counters.readers_right_after(increment)
+    if update.order < increment.order and through is not None:
+        applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
+        fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
+    elif through is None:
+        message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
+    return Finding(increment.node, message, fix)
+
+
+def _short(text):
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _WORDS = {"schedule": "the schedule", "lr": "the learning rate", "checkpoint": "checkpoints", "eval": "evaluation", "stop": "the end of the run"}

@@ -24,7 +24,8 @@ for i, batch in enumerate(loader):
         torch.save(model.state_dict(), f"ckpt-{global_step}.pt")
 ```
 
-Silent for values already in update units (`i // accum`), for counters advanced once per window
+Silent for values already in update units (`i // accum`), for a batch index or counter the code
+shows to be the data position by design (see SL102, SL304), for counters advanced once per window
 (SL102 checks whether they count skipped updates), in loops whose every batch commits an update, and
 for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts.
 
@@ -56,6 +57,8 @@ def check(model):
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
         if not mentions or model.counters.stores_data_position(save.node):
             continue
+        if all(model.units.unit_of_key(model.roles.key(n, save.site.scope)).by_design for n in mentions):
+            continue  # a data position by design: the checkpoint records where the data stands, in batches
         name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"
         message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"

@@ -16,7 +16,7 @@ from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 from steplint.files import SKIPPED_DIRS
 from steplint.globs import matches
 from steplint.rule import Rule, all_rules
-from steplint.suppress import BASES
+from steplint.suppress import BASES, DECLARED_UNITS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,6 +52,7 @@ class Settings:
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
+    units: Tuple[Tuple[str, str], ...] = ()  # `[tool.steplint.units]`: (counter name, declared unit)
     cache_dir: Optional[str] = None  # `cache-dir`, absolute; None: STEPLINT_CACHE_DIR, else .steplint_cache in root
     root: str = "."  # the folder that exclude and per-file-ignores globs are relative to
     origin: str = "defaults"  # the file the settings came from, for messages
@@ -144,6 +145,12 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
             changes["cache_dir"] = os.path.join(root, os.path.expanduser(value))
         elif key == "fix-gate":
             changes["fix_gate"] = _choice(value, key, origin, FIX_GATES)
+        elif key == "units":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{origin}: units: expected a table such as `batch_idx_train = \"batches\"`, got {value!r}")
+            for name, unit in value.items():
+                _choice(unit, f"units.{name}", origin, tuple(DECLARED_UNITS))
+            changes["units"] = tuple(value.items())
         elif key == "roles":
             if not isinstance(value, dict):
                 raise ConfigError(f"{origin}: roles: expected a table such as `scheduler = [\"warmup_policy\"]`, got {value!r}")

@@ -17,6 +17,7 @@ _NOQA = re.compile(r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-
 _FILE_NOQA = re.compile(r"^#\s*steplint\s*:\s*noqa\s*$", re.I)
 _INTENT = re.compile(r"#\s*steplint:\s*schedule\s*=\s*(?P<basis>[a-z-]+)")
 BASES = ("committed-updates", "tokens", "batches", "epochs")
+DECLARED_UNITS = ("batches", "tokens", "samples", "updates", "epochs")  # what a counter may be declared to count
 _OWN_CODE = re.compile(r"SL\d{3}")  # steplint's code shape; ruff's SLOT000 is not one
 _ANY_NOQA = re.compile(r"noqa", re.I)  # every directive above holds it
 

@@ -28,6 +28,7 @@ class Scope:
     params: Tuple[cst.Param, ...] = ()
     local_names: set = field(default_factory=set)
     parent: Optional["Scope"] = None  # the enclosing function of a nested function
+    global_names: set = field(default_factory=set)  # names the function declares `global`: the module's, not its own
 
     def owner_of(self, name: str) -> Optional["Scope"]:
         """The function scope that binds `name`, this one or an enclosing one; None: a global."""
@@ -244,7 +245,10 @@ def ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
 
 
 def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
-    if isinstance(node, (cst.Assign,)):
+    if isinstance(node, cst.Global) and scope.name != "<module>":
+        scope.global_names.update(n.name.value for n in node.names)
+        scope.local_names.difference_update(scope.global_names)
+    elif isinstance(node, (cst.Assign,)):
         for target in node.targets:
             _bind_target(target.target, scope)
     elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
@@ -253,7 +257,8 @@ def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
 
 def _bind_target(target: cst.BaseExpression, scope: Scope) -> None:
     if isinstance(target, cst.Name):
-        scope.local_names.add(target.value)
+        if target.value not in scope.global_names:
+            scope.local_names.add(target.value)
     elif isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
             _bind_target(element.value, scope)
