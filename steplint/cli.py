@@ -547,6 +547,39 @@ def _rule_dict(r) -> dict:
     return {"code": r.code, "name": r.name, "summary": r.summary, "fix": r.fix, "explanation": r.doc, "url": r.url}
 
 
+@main.command("trace")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="Use this configuration file for every path.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the text tree: on a terminal (auto), always or never.")
+def trace_command(paths, output_format, config_file, color) -> None:
+    """Print the step-unit map of each training loop in PATHS: the update, the window, the counters
+    with their units and what they feed, the schedulers, checkpoints, resume, and the diagnostics."""
+    from steplint.report.trace import FORMATS as TRACE_FORMATS
+    from steplint.trace import trace_text
+
+    try:
+        resolver = Resolver(Overrides((), (), ()), config_file)
+        excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
+        files, missing = discover(paths or (".",), excluded, False, lambda p: resolver.settings_for(p).included(p))
+    except ConfigError as error:
+        click.echo(f"steplint: error: {error}", err=True)
+        sys.exit(2)
+    for path in missing:
+        click.echo(f"steplint: error: {path}: no such file or directory", err=True)
+    if missing:
+        sys.exit(2)
+    collect_garbage_rarely()
+    texts = _readable_texts(files)
+    project = _project_index(files, excluded, resolver, Mode(use_cache=True), texts)
+    loops = []
+    for path in files:
+        if path in texts:
+            loops.extend(trace_text(path, texts[path], resolver.settings_for(path), project.context_for(path) if project else None))
+    click.echo(TRACE_FORMATS[output_format](loops), nl=False, color=use_color(color, sys.stdout) and output_format == "text")
+
+
 @main.command("server")
 def server_command() -> None:
     """Run the language server over stdio, for editors (alias: lsp)."""

@@ -7,7 +7,7 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
@@ -18,6 +18,8 @@ from steplint.suppress import comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
     import libcst as cst
+
+    from steplint.model import ModuleModel
 
 # LibCST and the model recurse a few frames per nesting level; Python's parser accepts ~3,000 levels
 # (deeper is SL001 from Python itself), which this limit covers without exhausting the C stack.
@@ -77,14 +79,20 @@ def needs_analysis(text: str) -> bool:
 def lint_source(path: str, text: str, settings: Settings, project=None) -> List[Diagnostic]:
     """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
     (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
+    return analyse_source(path, text, settings, project)[1]
+
+
+def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tuple[Optional["ModuleModel"], List[Diagnostic]]:
+    """lint_source's diagnostics with the model they were found on (None when the file was not
+    analysed): `steplint trace` draws its map from the same parse and model as the check."""
     rules = settings.enabled_rules(path)
     # Every file gets Python's syntax check, also those the prefilter skips: Python's parser is fast,
     # and its tree tells the positions of reported statements later.
     python_tree = parse_python(text, path)
     if isinstance(python_tree, Exception):
-        return [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
+        return None, [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
     if not needs_analysis(text) or len(text) > MAX_ANALYSED_CHARS:
-        return []
+        return None, []
     import libcst as cst  # only files that pass the prefilter pay for importing the parser
 
     source = Source(path, text, python_tree)
@@ -95,17 +103,17 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     except cst.ParserSyntaxError as error:
         # Python parses it but LibCST does not: syntax newer than LibCST's grammar.
         message = f"{_without_prefix(error.message)} (steplint's parser, LibCST, does not support this syntax yet)"
-        return [_unparsable(source, error.raw_line, error.raw_column, message)] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, error.raw_line, error.raw_column, message)] if SYNTAX_ERROR in rules else []
     except cst.CSTValidationError as error:
-        return [_unparsable(source, 1, 0, f"{error} (LibCST rejects what Python accepts)")] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, 1, 0, f"{error} (LibCST rejects what Python accepts)")] if SYNTAX_ERROR in rules else []
     except RecursionError:
-        return [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
     try:
         return _analyse(source, module, rules, settings, project)
     except Exception as error:
         if not _from_recursion(error):
             raise
-        return [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
 
 
 # Modules the project index parsed for files this run lints next (in this process, or in a pool forked
@@ -144,10 +152,14 @@ def _from_recursion(error: BaseException) -> bool:
     return False
 
 
-def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
+def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> Tuple["ModuleModel", List[Diagnostic]]:
     from steplint.model import build_model
 
     model = build_model(source, module, settings, project)
+    return model, _findings(source, model, rules)
+
+
+def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule]) -> List[Diagnostic]:
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
     # a `noqa` that lists a steplint code (it may be unused: SL002), else at the first finding.
     found_comments = comments(source) if _OWN_NOQA.search(source.text) else None
