@@ -21,6 +21,7 @@ from steplint.model import (
     ModuleModel,
 )
 from steplint.model.events import CALL
+from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER
 from steplint.model.windows import modulo_boundary
 from steplint.model.units import BATCHES, DATA, UPDATES, WINDOWS, CounterUnit, Evidence
 
@@ -37,6 +38,8 @@ STEPS = {
     CALL: "helper",
     None: "optimizer",
 }
+# What a project helper's update steps, by the role of what it steps (its summary's Effect.role).
+HELPER_STEPS = {SCALER: STEPS["scaler"], LOSS_SCALER: STEPS["loss-scaler"], ACCELERATOR: STEPS["accelerate"], ENGINE: STEPS["deepspeed"], OPTIMIZER: STEPS[None]}
 # Which of steplint.runtime.StepCounters' counts a counter of each unit matches.
 RUNTIME_COUNTERS = {BATCHES: "batches", WINDOWS: "attempts", UPDATES: "committed_updates", DATA: "tokens"}
 
@@ -85,12 +88,18 @@ def _update(model: ModuleModel, update: Event) -> dict:
     return {
         "line": _row(model, update.node),
         "code": model.text.of(update.node),
-        "steps": STEPS.get(update.strategy, update.strategy),
+        "steps": _steps(update),
         "via": update.via.via if update.via is not None and update.via.via else None,
         "skippable": skippable,
         "why": _skip_reason(update) if skippable else _plain_reason(update),
         "commit_signal": _commit_signal(model, update),
     }
+
+
+def _steps(update: Event) -> str:
+    if update.strategy == CALL and update.via is not None:
+        return HELPER_STEPS.get(update.via.role, STEPS[CALL])
+    return STEPS.get(update.strategy, update.strategy)
 
 
 def _skip_reason(update: Event) -> str:
@@ -103,7 +112,7 @@ def _skip_reason(update: Event) -> str:
     if update.strategy == "deepspeed":
         return "the DeepSpeed engine skips the update on overflow (fp16)"
     if update.strategy == CALL or update.via is not None:
-        return "a project helper makes a skippable update"
+        return f"it steps in `{update.via.via}` ({update.via.where}), where the update can be skipped" if update.via is not None else "a project helper makes a skippable update"
     return f"{STEPS.get(update.strategy, update.strategy)} may skip the update"
 
 
