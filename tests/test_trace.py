@@ -1,0 +1,171 @@
+"""`steplint trace` draws the map a reader draws by hand.
+
+The expected maps below were written by reading each example's code, not from the tool's output.
+They hold the facts of the map (lines, units, what feeds what, diagnostic codes); the prose (the
+evidence's and the diagnostics' wording) is checked for presence, not for its words."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+
+def trace(*args, cwd):
+    done = subprocess.run([sys.executable, "-m", "steplint", "trace", *args], capture_output=True, text=True, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def trace_json(*paths, cwd):
+    document = json.loads(trace("--output-format", "json", *paths, cwd=cwd))
+    assert document["version"] == 1
+    return document["loops"]
+
+
+def essentials(loop: dict) -> dict:
+    """The map's facts, as a reader writes them down."""
+    return {
+        "where": f"{loop['file']}:{loop['line']} {loop['function']}",
+        "helpers": [h.split(" ")[0] for h in loop["helpers"]],
+        "updates": [(u["line"], u["steps"], u["skippable"], u["commit_signal"]) for u in loop["updates"]],
+        "window": (loop["window"]["boundary"], loop["window"]["length"]) if loop["window"] else None,
+        "counters": {
+            c["name"]: {
+                "unit": c["unit"], "declared": c["declared"], "incremented": c["incremented"], "runtime": c["runtime"],
+                "feeds": [(x["kind"], x["line"], x["expects"], x["conflict"]) for x in c["consumers"]], "reported": c["reported"],
+            }
+            for c in loop["counters"]
+        },
+        "schedulers": [(s["name"], s["line"], s["stepped"], s["basis"]) for s in loop["schedulers"]],
+        "checkpoints": [(c["line"], c["keys"], c["stores"]) for c in loop["checkpoints"]],
+        "resume needs": {k: v for k, v in loop["resume"]["needs"].items() if v},
+        "restores": [r["line"] for r in loop["resume"]["restores"]],
+        "diagnostics": [(d["code"], d["line"]) for d in loop["diagnostics"]],
+    }
+
+
+def readme_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    return next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if b.startswith("import torch\n\nmodel = torch.nn.Linear(8, 1)"))
+
+
+# The README's first example: the batch index `i` decides the window; `global_step` advances once per
+# window (attempts, skipped ones too) and ends the run; the scheduler steps every batch.
+README_MAP = {
+    "where": "train.py:10 <module>",
+    "helpers": [],
+    "updates": [(13, "scaler+optimizer", True, "none")],
+    "window": ("(i + 1) % accum == 0", "accum"),
+    "counters": {
+        "i": {"unit": "batches", "declared": False, "incremented": [10], "runtime": "batches", "feeds": [("window", 12, "batches", False)], "reported": []},
+        "global_step": {"unit": "windows", "declared": False, "incremented": [16], "runtime": "attempts", "feeds": [("stop", 18, None, False)], "reported": ["SL102"]},
+    },
+    "schedulers": [("scheduler", 17, "per batch", "committed-updates")],
+    "checkpoints": [],
+    "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"], "counter": ["global_step"]},
+    "restores": [],
+    "diagnostics": [("SL102", 16), ("SL103", 17)],
+}
+
+# Multi-module fixtures: the update is made by a helper of another module, or the checkpoint is written by one.
+FIXTURE_MAPS = {
+    # amp_step (optim_utils.py) unscales, clips and steps the scaler: the call is the update; the
+    # scheduler after it steps once per pass, on skipped updates too.
+    "SL101/step_helper_module": [{
+        "where": "train.py:12 train",
+        "helpers": ["amp_step"],
+        "updates": [(16, "scaler+optimizer", True, "none")],
+        "window": None,
+        "counters": {},
+        "schedulers": [("scheduler", 17, "per attempted update", "committed-updates")],
+        "checkpoints": [],
+        "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+        "restores": [],
+        "diagnostics": [("SL101", 17)],
+    }],
+    # The checkpoint is built key by key and written by utils.save_on_master; the scheduler steps per epoch.
+    "SL302/saver_without_scaler": [{
+        "where": "train.py:12 main",
+        "helpers": [],
+        "updates": [(16, "scaler+optimizer", True, "none")],
+        "window": None,
+        "counters": {},
+        "schedulers": [("scheduler", 19, "outside the loop", "committed-updates")],
+        "checkpoints": [(22, ["epoch", "model", "optimizer", "scheduler"], {"optimizer": ["optimizer"], "scheduler": ["scheduler"]})],
+        "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+        "restores": [],
+        "diagnostics": [("SL302", 22)],
+    }],
+    # Two loops, each updating through a helper of amp_helpers.py (the scaler's step is there).
+    "SL202/caller_updates": [
+        {
+            "where": "train.py:8 train",
+            "helpers": ["backward_and_step"],
+            "updates": [(10, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
+        },
+        {
+            "where": "train.py:17 finetune",
+            "helpers": ["step_only"],
+            "updates": [(19, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
+        },
+    ],
+}
+
+
+def test_readme_example(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    assert [essentials(loop) for loop in trace_json("train.py", cwd=tmp_path)] == [README_MAP]
+
+
+def project_files(folder):
+    """The fixture project's modules, without the fixed goldens (`*.fixed.py`)."""
+    return sorted(p.name for p in folder.glob("*.py") if not p.name.endswith(".fixed.py"))
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURE_MAPS))
+def test_multi_module_fixture(fixture):
+    loops = [essentials(loop) for loop in trace_json(*project_files(FIXTURES / fixture), cwd=FIXTURES / fixture)]
+    assert loops == FIXTURE_MAPS[fixture]
+
+
+PROJECTS = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.glob("*/*") if p.is_dir())
+
+
+@pytest.mark.parametrize("fixture", PROJECTS)
+def test_every_project_fixture_traces(fixture):
+    """Every multi-module fixture traces in the three formats; each loop names its file, line and
+    function, and each counter carries evidence unless its unit is unknown or it is a batch index."""
+    cwd = FIXTURES / fixture
+    loops = trace_json(*project_files(cwd), cwd=cwd)
+    for loop in loops:
+        assert (cwd / loop["file"]).is_file() and loop["line"] > 0 and loop["function"]
+        assert loop["updates"]
+    text = trace("--color", "never", *project_files(cwd), cwd=cwd)
+    markdown = trace("--output-format", "markdown", *project_files(cwd), cwd=cwd)
+    assert text.count(": loop in ") == len(loops) == markdown.count("### ")
+
+
+def test_text_is_coloured_only_when_asked(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    assert "\x1b[" not in trace("train.py", cwd=tmp_path)  # not a terminal
+    coloured = trace("--color", "always", "train.py", cwd=tmp_path)
+    assert "\x1b[" in coloured and "SL102" in coloured
+
+
+def test_declared_unit_is_shown_as_declared(tmp_path):
+    source = readme_example().replace("global_step += 1            # SL102: counts skipped updates, and ends the run",
+                                      "global_step += 1  # steplint: counter=batches")
+    assert "steplint: counter=batches" in source
+    (tmp_path / "train.py").write_text(source)
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    counter = next(c for c in loop["counters"] if c["name"] == "global_step")
+    assert (counter["unit"], counter["declared"], counter["runtime"]) == ("batches", True, "batches")
+    assert counter["evidence"][0]["why"] == "declared `counter=batches`"
