@@ -169,3 +169,27 @@ def test_declared_unit_is_shown_as_declared(tmp_path):
     counter = next(c for c in loop["counters"] if c["name"] == "global_step")
     assert (counter["unit"], counter["declared"], counter["runtime"]) == ("batches", True, "batches")
     assert counter["evidence"][0]["why"] == "declared `counter=batches`"
+
+
+def readme_trace_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## steplint trace: the step-unit map")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_readme_quotes_the_text_output(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    quoted = re.search(r"```text\n(.*?)```", readme_trace_section(), re.S).group(1)
+    assert trace("train.py", cwd=tmp_path) == quoted + "\n"
+
+
+def test_readme_documents_every_json_field(tmp_path):
+    """The schema in the README names every field the JSON has, and no field it lacks."""
+    (tmp_path / "train.py").write_text(readme_example())
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    section = readme_trace_section()
+    documented = set(re.findall(r"`([a-z_]+)`", section))
+    shown = set(loop) | set(loop["updates"][0]) | set(loop["window"]) | set(loop["schedulers"][0]) | set(loop["resume"])
+    shown |= {k for c in loop["counters"] for k in c} | {k for c in loop["counters"] for e in c["evidence"] + c["consumers"] for k in e}
+    shown |= set(loop["diagnostics"][0])
+    assert shown <= documented, shown - documented
