@@ -50,6 +50,12 @@ class Settings:
     include: Tuple[str, ...] = DEFAULT_INCLUDE  # which files a folder walk picks up
     extend_include: Tuple[str, ...] = ()
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    respect_gitignore: bool = True  # folder walks skip what git ignores
+    force_exclude: bool = False  # exclude and include apply to paths named on the command line too
+    ignore_noqa: bool = False  # `--ignore-noqa`: report what `# noqa` comments suppress
+    fixable: Tuple[str, ...] = ("ALL",)  # the rules whose fixes are offered and applied
+    unfixable: Tuple[str, ...] = ()
+    extend_fixable: Tuple[str, ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
     units: Tuple[Tuple[str, str], ...] = ()  # `[tool.steplint.units]`: (counter name, declared unit)
@@ -66,6 +72,11 @@ class Settings:
                     codes = codes - expand(ignored, "per-file-ignores", self.origin)
         rules = all_rules()
         return {code: rules[code] for code in sorted(codes)}
+
+    def fixable_codes(self) -> FrozenSet[str]:
+        """The codes whose fixes are offered (`fixable`, `extend-fixable`, less `unfixable`): a team can
+        keep a rule's fix out of `--fix` and review those places by hand."""
+        return _enabled(self.fixable + self.extend_fixable, self.unfixable, self.origin)
 
     def relative(self, path: str) -> str:
         return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
@@ -120,7 +131,7 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
     settings = Settings(root=root, origin=origin)
     changes: Dict[str, object] = {}
     for key, value in table.items():
-        if key in ("select", "ignore", "extend-select"):
+        if key in ("select", "ignore", "extend-select", "fixable", "unfixable", "extend-fixable"):
             codes = _strings(value, key, origin)
             expand(codes, key, origin)
             changes[key.replace("-", "_")] = codes
@@ -135,6 +146,10 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
                 expand(codes, f"per-file-ignores.{pattern!r}", origin)
                 pairs.append((pattern, codes))
             changes["per_file_ignores"] = tuple(pairs)
+        elif key in ("respect-gitignore", "force-exclude"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{origin}: {key}: expected true or false, got {value!r}")
+            changes[key.replace("-", "_")] = value
         elif key == "schedule-basis":
             changes["schedule_basis"] = _choice(value, key, origin, BASES)
         elif key == "recipe":
@@ -175,6 +190,13 @@ def load_config(path: str) -> Settings:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    table, origin = _steplint_table(path, data)
+    root = os.path.dirname(os.path.abspath(path))
+    return settings_from_table(_extended(table, path, origin, (os.path.realpath(path),)), root, origin)
+
+
+def _steplint_table(path: str, data: dict) -> Tuple[dict, str]:
+    """The file's steplint table and its name for messages."""
     if os.path.basename(path) == "pyproject.toml":
         data = data.get("tool", {}).get("steplint", {})
         origin = f"{path} [tool.steplint]"
@@ -182,7 +204,33 @@ def load_config(path: str) -> Settings:
         origin = path
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a table")
-    return settings_from_table(data, os.path.dirname(os.path.abspath(path)), origin)
+    return data, origin
+
+
+def _extended(table: dict, path: str, origin: str, chain: Tuple[str, ...]) -> dict:
+    """The table merged over the one its `extend` names (a path relative to this file), recursively:
+    this file's keys win. A cycle is an error naming the files."""
+    if "extend" not in table:
+        return table
+    own = {k: v for k, v in table.items() if k != "extend"}
+    base_name = table["extend"]
+    if not isinstance(base_name, str) or not base_name:
+        raise ConfigError(f"{origin}: extend: expected the path of a configuration file, got {base_name!r}")
+    base = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(base_name))
+    if os.path.realpath(base) in chain:
+        cycle = " -> ".join(list(chain) + [os.path.realpath(base)])
+        raise ConfigError(f"{origin}: extend: configuration files extend each other in a cycle: {cycle}")
+    try:
+        with open(base, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"{origin}: extend: cannot read {base}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{base}: invalid TOML: {error}") from None
+    base_table, base_origin = _steplint_table(base, data)
+    merged = _extended(base_table, base, base_origin, chain + (os.path.realpath(base),))
+    settings_from_table(merged, os.path.dirname(os.path.abspath(base)), base_origin)  # its errors name its file
+    return {**merged, **own}
 
 
 @lru_cache(maxsize=None)
@@ -214,9 +262,16 @@ class Overrides:
     select: Tuple[str, ...] = ()
     ignore: Tuple[str, ...] = ()
     extend_select: Tuple[str, ...] = ()
+    fixable: Tuple[str, ...] = ()
+    unfixable: Tuple[str, ...] = ()
+    extend_fixable: Tuple[str, ...] = ()
+    exclude: Tuple[str, ...] = ()
+    extend_exclude: Tuple[str, ...] = ()
+    per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    ignore_noqa: bool = False
 
     def apply(self, settings: Settings) -> Settings:
-        changed = settings
+        changed = _file_overrides(self, _fix_overrides(self, settings))
         if self.select:
             changed = replace(changed, select=self.select, extend_select=())
         if self.ignore:
@@ -228,12 +283,56 @@ class Overrides:
         return changed
 
 
+def _fix_overrides(overrides: Overrides, settings: Settings) -> Settings:
+    """`--fixable` replaces the configured list, `--unfixable` and `--extend-fixable` add to theirs, as ruff's do."""
+    changed = settings
+    if overrides.fixable:
+        changed = replace(changed, fixable=overrides.fixable, extend_fixable=())
+    if overrides.unfixable:
+        changed = replace(changed, unfixable=changed.unfixable + overrides.unfixable)
+    if overrides.extend_fixable:
+        changed = replace(changed, extend_fixable=changed.extend_fixable + overrides.extend_fixable)
+    expand(changed.fixable + changed.extend_fixable, "fixable", "command line")
+    expand(changed.unfixable, "unfixable", "command line")
+    return changed
+
+
+def _file_overrides(overrides: Overrides, settings: Settings) -> Settings:
+    """`--exclude` and `--per-file-ignores` replace the configured lists, `--extend-exclude` adds to it
+    (globs relative to the configuration's folder, as in the file); `--ignore-noqa`."""
+    changed = settings
+    if overrides.exclude:
+        changed = replace(changed, exclude=overrides.exclude)
+    if overrides.extend_exclude:
+        changed = replace(changed, extend_exclude=changed.extend_exclude + overrides.extend_exclude)
+    if overrides.per_file_ignores:
+        for pattern, codes in overrides.per_file_ignores:
+            expand(codes, f"per-file-ignores {pattern!r}", "command line")
+        changed = replace(changed, per_file_ignores=overrides.per_file_ignores)
+    if overrides.ignore_noqa:
+        changed = replace(changed, ignore_noqa=True)
+    return changed
+
+
+def parse_per_file_ignores(values: Iterable[str]) -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
+    """`--per-file-ignores 'GLOB:CODE,CODE'` (repeatable) as the setting's pairs."""
+    pairs = []
+    for value in values:
+        pattern, colon, codes = value.rpartition(":")
+        if not colon or not pattern or not codes.strip():
+            raise ConfigError(f"command line: per-file-ignores: expected GLOB:CODES, got {value!r}")
+        pairs.append((pattern, tuple(c.strip() for c in codes.split(",") if c.strip())))
+    return tuple(pairs)
+
+
 class Resolver:
     """Settings for each checked path: from `--config FILE`, or the nearest configuration file."""
 
-    def __init__(self, overrides: Overrides, config_file: Optional[str] = None) -> None:
+    def __init__(self, overrides: Overrides, config_file: Optional[str] = None, isolated: bool = False) -> None:
         self.overrides = overrides
         self.fixed = overrides.apply(load_config(config_file)) if config_file else None
+        if isolated:  # `--isolated`: no configuration file at all, the defaults rooted here
+            self.fixed = overrides.apply(Settings(root=os.getcwd()))
         self._by_file: Dict[Optional[str], Settings] = {}
 
     def settings_for(self, path: str) -> Settings:

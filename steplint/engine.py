@@ -14,7 +14,7 @@ from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
 from steplint.source import Source, parse_python
-from steplint.suppress import comments, removal_edit, suppressing, unused_codes
+from steplint.suppress import Comments, comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -163,10 +163,13 @@ def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule]) -> L
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
     # a `noqa` that lists a steplint code (it may be unused: SL002), else at the first finding.
     found_comments = comments(source) if _OWN_NOQA.search(source.text) else None
+    if settings.ignore_noqa:  # `--ignore-noqa`: every finding is reported, and no directive is unused
+        found_comments = Comments({}, False, source)
     if found_comments is not None and found_comments.file_exempt:
         return []
     found: List[Diagnostic] = []
     used = set()
+    fixable = settings.fixable_codes()
     for code, rule in rules.items():
         if rule.check is None:
             continue
@@ -186,11 +189,11 @@ def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule]) -> L
                 continue
             start, end = model.text.span(finding.node)
             noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
-            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))
-    if UNUSED_NOQA in rules and found_comments is not None:
+            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix if code in fixable else None, noqa_row))
+    if UNUSED_NOQA in rules and found_comments is not None and not settings.ignore_noqa:
         for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
             listed = ", ".join(f"`{c}`" for c in unused)
-            fix = Fix("Remove the unused suppression", SAFE, (removal_edit(source, directive, unused),))
+            fix = Fix("Remove the unused suppression", SAFE, (removal_edit(source, directive, unused),)) if UNUSED_NOQA in fixable else None
             found.append(_diagnostic(source, rules[UNUSED_NOQA], f"Unused `noqa` directive (suppresses nothing: {listed})", directive.start, directive.end, fix, directive.row))
     return sorted(found, key=lambda d: (d.start, d.code))
 

@@ -141,7 +141,8 @@ def _python_file(path: str) -> bool:
 
 
 def discover(
-    paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False, included: Callable[[str], bool] = _python_file
+    paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False, included: Callable[[str], bool] = _python_file,
+    respect_gitignore: bool = True,
 ) -> Tuple[List[str], List[str]]:
     """Files to check under the paths, and the paths that do not exist.
 
@@ -161,7 +162,7 @@ def discover(
         if not os.path.isdir(path):
             candidates: Iterator[str] = iter([path])
         else:
-            candidates = _walk(path, _ancestors_gitignore(path), excluded, included)
+            candidates = _walk(path, _ancestors_gitignore(path) if respect_gitignore else None, excluded, included)
         for candidate in candidates:
             key = os.path.normpath(candidate)
             if key not in seen:
@@ -218,8 +219,10 @@ def _global_excludes_file() -> Optional[str]:
     return os.path.join(config_home, "git", "ignore")
 
 
-def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], included: Callable[[str], bool]) -> Iterator[str]:
-    ignore = ignore.extended(os.path.abspath(folder))
+def _walk(folder: str, ignore: Optional[_GitIgnore], excluded: Callable[[str], bool], included: Callable[[str], bool]) -> Iterator[str]:
+    """`ignore` None: git's ignore files are not read (`respect-gitignore = false`)."""
+    respect = ignore is not None
+    ignore = ignore.extended(os.path.abspath(folder)) if ignore is not None else _GitIgnore()
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
@@ -233,6 +236,6 @@ def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], incl
         if is_dir:
             if entry.is_symlink() or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or excluded(entry.path):
                 continue
-            yield from _walk(entry.path, ignore, excluded, included)
+            yield from _walk(entry.path, ignore if respect else None, excluded, included)
         elif included(entry.path) and not ignore.ignored(absolute, False) and not excluded(entry.path):
             yield entry.path

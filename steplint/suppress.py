@@ -121,9 +121,12 @@ def removal_edit(source: Source, directive: Noqa, unused: Tuple[str, ...]) -> Ed
     return Edit(directive.start, directive.end, "")
 
 
-def add_noqa_edits(source: Source, found: Comments, codes_by_row: Dict[int, List[str]]) -> List[Edit]:
-    """`# noqa: CODE` at the end of each row, or the code appended to the row's noqa list."""
+def add_noqa_edits(source: Source, found: Comments, codes_by_row: Dict[int, List[str]], reason: str = "") -> List[Edit]:
+    """`# noqa: CODE` at the end of each row, or the code appended to the row's noqa list, as ruff
+    does; `reason` follows the codes (`# noqa: SL101 reviewed`), unless the directive has text after
+    its codes already."""
     edits = []
+    suffix = f" {reason.strip()}" if reason.strip() else ""
     for row, codes in sorted(codes_by_row.items()):
         directive = found.noqa.get(row)
         if directive is not None and directive.codes is None:
@@ -132,10 +135,11 @@ def add_noqa_edits(source: Source, found: Comments, codes_by_row: Dict[int, List
         if not missing:
             continue
         if directive is not None:
-            edits.append(Edit(directive.start, directive.end, "# noqa: " + ", ".join(list(directive.codes or ()) + missing)))
+            followed = bool(source.text[directive.end : source.line_end(row)].strip())
+            edits.append(Edit(directive.start, directive.end, "# noqa: " + ", ".join(list(directive.codes or ()) + missing) + ("" if followed else suffix)))
         else:
             end = source.line_end(row)
-            edits.append(Edit(end, end, "  # noqa: " + ", ".join(missing)))
+            edits.append(Edit(end, end, "  # noqa: " + ", ".join(missing) + suffix))
     return edits
 
 

@@ -260,7 +260,7 @@ def test_awkward_paths(tree, name):
     path.parent.mkdir(exist_ok=True)
     path.write_text(BUGGY)
     done = steplint("check", "--output-format", "json", "--", name, cwd=tree)
-    assert [(d["filename"], d["code"]) for d in json.loads(done.stdout)] == [(name, "SL101")]
+    assert [(Path(d["filename"]), d["code"]) for d in json.loads(done.stdout)] == [(path.resolve(), "SL101")]
     assert steplint("check", "--fix", "--", name, cwd=tree).returncode == 0
     assert path.read_text() == FIXED
 
