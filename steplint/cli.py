@@ -25,7 +25,7 @@ from steplint.engine import (
 from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
-from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES
+from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES, SHOWS_EVIDENCE
 from steplint.rule import all_rules
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
@@ -44,6 +44,7 @@ class Mode:
     add_noqa: bool = False
     noqa_reason: str = ""  # `--add-noqa=REASON`: written after the codes
     use_cache: bool = False  # read and write the cache (checks only: fixing always analyses)
+    show_evidence: bool = False  # print each diagnostic's premises (full), add them to the JSON (json)
 
 
 @dataclass
@@ -316,7 +317,7 @@ def main() -> None:
 
 # The headings of `steplint check --help`, as ruff's.
 CHECK_SECTIONS = (
-    ("Options", ("fix", "unsafe_fixes", "show_fixes", "diff", "watch", "fix_only", "ignore_noqa", "output_format", "output_file", "statistics",
+    ("Options", ("fix", "unsafe_fixes", "show_fixes", "show_evidence", "diff", "watch", "fix_only", "ignore_noqa", "output_format", "output_file", "statistics",
                  "add_noqa", "show_files", "show_settings")),
     ("Rule selection", ("select", "ignore", "extend_select", "per_file_ignores", "fixable", "unfixable", "extend_fixable")),
     ("File selection", ("exclude", "extend_exclude", "force_exclude")),
@@ -346,6 +347,7 @@ class _CheckCommand(SectionedCommand):
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply unsafe fixes (with --fix or --diff), and count them as available.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if there are any.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes that were applied.")
+@click.option("--show-evidence", is_flag=True, help="List the premises of each diagnostic and where each was established (full and json output).")
 @click.option("--add-noqa", is_flag=True, help="(`--add-noqa[=REASON]`) Add `# noqa: CODE` comments for the current diagnostics; `--add-noqa=REASON` writes the reason after the codes.")
 @click.option("--noqa-reason", default="", hidden=True)  # (`--add-noqa=REASON`)
 @click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable, replacing the configured ones (comma-separated).")
@@ -378,7 +380,7 @@ class _CheckCommand(SectionedCommand):
 @click.option("--show-settings", is_flag=True, help="Print the settings resolved for the first file, and exit.")
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
 @click.option("-w", "--watch", is_flag=True, help="Check again whenever a checked file or its configuration changes.")
-def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, noqa_reason, select, extend_select, ignore, config_file, output_format,
+def check(paths, fix, unsafe_fixes, diff, show_fixes, show_evidence, add_noqa, noqa_reason, select, extend_select, ignore, config_file, output_format,
           output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet, verbose, color,
           no_cache, jobs, fix_only, fixable, unfixable, extend_fixable, exclude, extend_exclude, per_file_ignores, isolated, ignore_noqa,
           show_settings, show_files, watch) -> None:
@@ -389,7 +391,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, noqa_reason, sel
     if isolated and config_file:
         raise click.UsageError("--isolated and --config exclude each other")
     mode = Mode(fix=fix or fix_only, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, noqa_reason=noqa_reason,
-                use_cache=not no_cache)
+                use_cache=not no_cache, show_evidence=show_evidence)
     pool = Pool(jobs or available_cores())  # (its workers start only if the work pays for them)
     try:
         overrides = Overrides(_codes(select), _codes(ignore), _codes(extend_select), _codes(fixable), _codes(unfixable), _codes(extend_fixable),
@@ -541,6 +543,8 @@ def _render(output_format: str, diagnostics: List[Diagnostic], sources: Dict[str
     """The report in the format; `[*]` marks what `--fix` would apply under this run's --unsafe-fixes."""
     if output_format in MARKS_FIXES:
         return FORMATS[output_format](diagnostics, sources, unsafe_fixes=mode.unsafe_fixes)
+    if output_format in SHOWS_EVIDENCE:
+        return FORMATS[output_format](diagnostics, sources, show_evidence=mode.show_evidence)
     return FORMATS[output_format](diagnostics, sources)
 
 

@@ -156,10 +156,12 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
     from steplint.model import build_model
 
     model = build_model(source, module, settings, project)
-    return model, _findings(source, model, rules)
+    return model, _findings(source, model, rules, settings)
 
 
-def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule]) -> List[Diagnostic]:
+def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule], settings: Settings) -> List[Diagnostic]:
+    from steplint.evidence import premises
+
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
     # a `noqa` that lists a steplint code (it may be unused: SL002), else at the first finding.
     found_comments = comments(source) if _OWN_NOQA.search(source.text) else None
@@ -189,7 +191,8 @@ def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule]) -> L
                 continue
             start, end = model.text.span(finding.node)
             noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
-            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix if code in fixable else None, noqa_row))
+            evidence = finding.evidence or premises(model, finding.node)
+            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix if code in fixable else None, noqa_row, evidence))
     if UNUSED_NOQA in rules and found_comments is not None and not settings.ignore_noqa:
         for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
             listed = ", ".join(f"`{c}`" for c in unused)
@@ -198,10 +201,11 @@ def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule]) -> L
     return sorted(found, key=lambda d: (d.start, d.code))
 
 
-def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, noqa_row) -> Diagnostic:
+def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, noqa_row, evidence=()) -> Diagnostic:
     row, column = source.position(start)
     end_row, end_column = source.position(end)
-    return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
+    return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row,
+                      evidence=evidence)
 
 
 def _python_syntax_error(source: Source, error: Exception) -> Diagnostic:

@@ -32,6 +32,7 @@ class Finding:
     node: "cst.CSTNode"
     message: str
     fix: Optional["Fix"] = None
+    evidence: tuple = ()  # the premises it rests on, (claim, row, column) each; () : the engine reads them from the model
 
 
 @dataclass(frozen=True)

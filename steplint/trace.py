@@ -16,6 +16,7 @@ import libcst as cst
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.engine import analyse_source
+from steplint.evidence import skip_reason
 from steplint.model import (
     CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD, Event,
     ModuleModel,
@@ -91,7 +92,7 @@ def _update(model: ModuleModel, update: Event) -> dict:
         "steps": _steps(update),
         "via": update.via.via if update.via is not None and update.via.via else None,
         "skippable": skippable,
-        "why": _skip_reason(update) if skippable else _plain_reason(update),
+        "why": skip_reason(update) if skippable else _plain_reason(update),
         "commit_signal": _commit_signal(model, update),
     }
 
@@ -100,20 +101,6 @@ def _steps(update: Event) -> str:
     if update.strategy == CALL and update.via is not None:
         return HELPER_STEPS.get(update.via.role, STEPS[CALL])
     return STEPS.get(update.strategy, update.strategy)
-
-
-def _skip_reason(update: Event) -> str:
-    role = update.role
-    if update.strategy == "scaler":
-        enabled = "" if role is None or role.enabled is ... else f" (enabled={role.enabled})"
-        return f"GradScaler.step skips the update on inf/NaN gradients{enabled}"
-    if update.strategy == "accelerate":
-        return "accelerate skips the update when its scaler finds inf/NaN gradients (fp16)"
-    if update.strategy == "deepspeed":
-        return "the DeepSpeed engine skips the update on overflow (fp16)"
-    if update.strategy == CALL or update.via is not None:
-        return f"it steps in `{update.via.via}` ({update.via.where}), where the update can be skipped" if update.via is not None else "a project helper makes a skippable update"
-    return f"{STEPS.get(update.strategy, update.strategy)} may skip the update"
 
 
 def _plain_reason(update: Event) -> str:

@@ -193,3 +193,33 @@ def test_readme_documents_every_json_field(tmp_path):
     shown |= {k for c in loop["counters"] for k in c} | {k for c in loop["counters"] for e in c["evidence"] + c["consumers"] for k in e}
     shown |= set(loop["diagnostics"][0])
     assert shown <= documented, shown - documented
+
+
+def check(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "steplint", "check", "--exit-zero", *args], capture_output=True, text=True, cwd=cwd).stdout
+
+
+def test_show_evidence_lists_the_premises_and_where(tmp_path):
+    """SL102 on the README example rests on the skippable update (line 13), the window (line 12) and
+    the counter's unit (advanced once per window, line 16); SL103 on the scheduler's role and the window."""
+    (tmp_path / "train.py").write_text(readme_example())
+    shown = check("--show-evidence", "train.py", cwd=tmp_path)
+    sl102 = shown[shown.index(" SL102 "):shown.index(" SL103 ")]
+    assert "evidence: `scaler.step(optimizer)` can skip the update" in sl102 and "(train.py:13:9)" in sl102
+    assert "evidence: `global_step` counts attempted updates: advanced once per window (`(i + 1) % accum == 0`) (train.py:16:9)" in sl102
+    sl103 = shown[shown.index(" SL103 "):]
+    assert "evidence: `scheduler` is a scheduler, built by `torch.optim.lr_scheduler.LambdaLR`" in sl103
+    assert "runs every batch, while the update runs once per window (`(i + 1) % accum == 0`) (train.py:12:8)" in sl103
+    again = check("--show-evidence", "train.py", cwd=tmp_path)  # answered from the cache: the premises kept
+    assert again == shown
+    assert "evidence" not in check("train.py", cwd=tmp_path)
+
+
+def test_json_has_evidence_only_when_asked(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    plain = json.loads(check("--output-format", "json", "train.py", cwd=tmp_path))
+    assert all("evidence" not in d for d in plain) and len(plain) == 2
+    asked = json.loads(check("--output-format", "json", "--show-evidence", "train.py", cwd=tmp_path))
+    assert [{k: v for k, v in d.items() if k != "evidence"} for d in asked] == plain
+    sl102 = next(d for d in asked if d["code"] == "SL102")
+    assert {"claim": "`global_step` counts attempted updates: advanced once per window (`(i + 1) % accum == 0`)", "location": {"row": 16, "column": 9}} in sl102["evidence"]
