@@ -102,6 +102,21 @@ class Units:
         return _consumers(self.model)
 
     @cached_property
+    def batch_keyed(self) -> Dict[str, List[Evidence]]:
+        """Key -> evidence that it steps a schedule laid out in batches (`step_batch(key)`)."""
+        return _batch_keyed(self.model)
+
+    @cached_property
+    def increments(self) -> Dict[str, List[Event]]:
+        """Counter key -> its increments, in program order."""
+        found: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key is not None:
+                found[key].append(increment)
+        return found
+
+    @cached_property
     def enumerate_indices(self) -> Dict[str, cst.Call]:
         """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
         return _enumerate_indices(self.model)
@@ -164,7 +179,7 @@ class Units:
 
 
 def _counter_unit(model, key: str) -> CounterUnit:
-    increments = [e for e in model.of_kind(COUNTER_INCREMENT) if model.roles.key(e.subject, e.site.scope) == key]
+    increments = model.units.increments.get(key, [])
     declared = _declared(model, key, increments)
     if declared is not None:
         return CounterUnit(declared.unit, (declared,), declared=True)
@@ -182,9 +197,7 @@ def _counter_unit(model, key: str) -> CounterUnit:
         found.extend(_recomputed(model, key, scope))
         if key in model.units.data_products or key in model.counters.data_positions:
             found.append(Evidence(BATCHES, increments[0].node, "multiplied by a batch size: its product is where the data stands"))
-        for consumer in model.units.consumers.get(key, ()):
-            if consumer.unit == BATCHES and consumer.label == "schedule":
-                found.append(Evidence(BATCHES, consumer.node, f"steps a schedule laid out in batches (`{model.text.of(consumer.node)}`)"))
+        found.extend(model.units.batch_keyed.get(key, ()))
         name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
         if _DATA_NAME.search(name):
             found.append(Evidence(BATCHES, increments[0].node, f"named `{name}`", name_only=True))
@@ -357,11 +370,19 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
     for loop, site in model.structure.while_loops:
         unit, evidence = _budget_unit(model, loop.test, totals)
         add("stop", loop.test, site.scope, unit, evidence)
-    for call, site in model.structure.calls:
-        # a batch-keyed schedule whose object the model does not know (a parameter): its method says its unit
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step_batch" and call.args:
-            add("schedule", call, site.scope, BATCHES, Evidence(BATCHES, call, "`step_batch(n)` counts batches"), call.args[0].value)
     return index
+
+
+def _batch_keyed(model) -> Dict[str, List[Evidence]]:
+    """Key -> `x.step_batch(key)` calls: a schedule stepped with the index of the batch counts batches,
+    whatever object `x` is (its method says its unit). Evidence for the counter's unit only: which
+    objects are schedulers, and so what a counter feeds, is the roles' business."""
+    found: Dict[str, List[Evidence]] = defaultdict(list)
+    for call, site in model.structure.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step_batch" and call.args:
+            for key in model.keys_in(call.args[0].value, site.scope):
+                found[key].append(Evidence(BATCHES, call, f"steps a schedule laid out in batches (`{model.text.of(call)}`)"))
+    return found
 
 
 def _schedule_unit(model, event: Event):
@@ -373,8 +394,6 @@ def _schedule_unit(model, event: Event):
         if role is None or role.per_update is not True:
             return False, ""
         return UPDATES, "`step_update(n)` of a scheduler built to count updates (`t_in_epochs=False`)"
-    if method == "step_batch":
-        return BATCHES, "`step_batch(n)` counts batches"
     first, last = model.text.rows(event.site.statement)
     if "steplint:" in model.source.text:
         basis = intent_basis(model.source, range(first, last + 1))
