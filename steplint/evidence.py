@@ -8,7 +8,8 @@ premises (`Finding.evidence`); these are the ones for the findings that give non
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from collections import defaultdict
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from steplint.model.events import CALL, COUNTER_INCREMENT, SKIPPABLE_STEP, Event
 from steplint.model.units import Evidence
@@ -45,7 +46,7 @@ def premises(model: "ModuleModel", node: "cst.CSTNode") -> Tuple[Premise, ...]:
     if site is None:
         return ()
     found: List[Premise] = []
-    events = [e for e in model.events if e.site is site]
+    events = _by_site(model).get(id(site), [])
     for event in events:
         role = event.role
         if event.subject is not None and role is not None:
@@ -63,14 +64,40 @@ def premises(model: "ModuleModel", node: "cst.CSTNode") -> Tuple[Premise, ...]:
     for event in events:
         if event.kind == COUNTER_INCREMENT:
             found.extend(_unit_premises(model, model.text.of(event.subject), model.units.counter_unit(event).evidence))
-    for key, consumers in model.units.consumers.items():
-        for consumer in consumers:
-            if model.site_of_expression(consumer.node) is site and not any(e.kind == COUNTER_INCREMENT for e in events):
-                name = key.rsplit(":", 1)[-1]
-                found.extend(_unit_premises(model, name, model.units.unit_of_key(key).evidence))
-                if consumer.evidence is not None:
-                    found.append(_at(model, consumer.evidence.node, f"it expects {_UNIT_WORDS[consumer.evidence.unit]}: {consumer.evidence.why}"))
+    if not any(e.kind == COUNTER_INCREMENT for e in events):
+        counters = set(model.by_object(COUNTER_INCREMENT)) | set(model.units.enumerate_indices)
+        for key in sorted(model.keys_in(node, site.scope) & counters):
+            found.extend(_unit_premises(model, key.rsplit(":", 1)[-1], model.units.unit_of_key(key).evidence))
+        for key, consumer in _consumers_by_site(model).get(id(site), []):
+            found.extend(_unit_premises(model, key.rsplit(":", 1)[-1], model.units.unit_of_key(key).evidence))
+            if consumer.evidence is not None:
+                found.append(_at(model, consumer.evidence.node, f"it expects {_UNIT_WORDS[consumer.evidence.unit]}: {consumer.evidence.why}"))
     return tuple(dict.fromkeys(found))
+
+
+def _by_site(model: "ModuleModel") -> Dict[int, List[Event]]:
+    """id(site) -> its events (once per module: a diagnostic's premises read it, never the whole list)."""
+    def compute():
+        found: Dict[int, List[Event]] = defaultdict(list)
+        for event in model.events:
+            found[id(event.site)].append(event)
+        return found
+
+    return model.remember(("events by site",), compute)
+
+
+def _consumers_by_site(model: "ModuleModel") -> Dict[int, list]:
+    """id(site) -> (counter key, consumer) of the counters read there (once per module)."""
+    def compute():
+        found: Dict[int, list] = defaultdict(list)
+        for key, consumers in model.units.consumers.items():
+            for consumer in consumers:
+                site = model.site_of_expression(consumer.node)
+                if site is not None:
+                    found[id(site)].append((key, consumer))
+        return found
+
+    return model.remember(("consumers by site",), compute)
 
 
 def _update_of_pass(model: "ModuleModel", events: List[Event], site) -> Optional[Event]:

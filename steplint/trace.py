@@ -21,7 +21,8 @@ from steplint.model import (
     CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD, Event,
     ModuleModel,
 )
-from steplint.model.events import CALL
+from steplint.effects import UPDATE
+from steplint.model.events import CALL, HELPER_STATE
 from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER
 from steplint.model.windows import modulo_boundary
 from steplint.model.units import BATCHES, DATA, UPDATES, WINDOWS, CounterUnit, Evidence
@@ -53,10 +54,16 @@ def trace_text(path: str, text: str, settings: Settings, project=None) -> List[d
 
 def trace_model(model: ModuleModel, diagnostics: List[Diagnostic]) -> List[dict]:
     loops: Dict[tuple, List[Event]] = {}
-    for update in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
-        if update.site.loop is not None:
+    for update in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP, HELPER_STATE):
+        if update.site.loop is not None and (update.kind != HELPER_STATE or _runs_updates(update)):
             loops.setdefault((id(update.site.scope), id(update.site.loop)), []).append(update)
-    return [_loop(model, updates, diagnostics) for updates in loops.values()]
+    return sorted((_loop(model, updates, diagnostics) for updates in loops.values()), key=lambda loop: loop["line"])
+
+
+def _runs_updates(event: Event) -> bool:
+    """A call of a project function that runs a loop of updates (`train_one_epoch(..., scaler)`): the
+    loop around the call drives training (an epoch loop)."""
+    return event.via is not None and event.via.action == UPDATE and event.via.looped
 
 
 def _loop(model: ModuleModel, updates: List[Event], diagnostics: List[Diagnostic]) -> dict:
@@ -85,6 +92,16 @@ def _row(model: ModuleModel, node: cst.CSTNode) -> int:
 
 
 def _update(model: ModuleModel, update: Event) -> dict:
+    if update.kind == HELPER_STATE:
+        return {
+            "line": _row(model, update.node),
+            "code": model.text.of(update.node),
+            "steps": HELPER_STEPS.get(update.via.role, STEPS[CALL]),
+            "via": update.via.via or None,
+            "skippable": update.role is not None and update.role.kind == SCALER,
+            "why": f"each call runs a loop of updates in `{update.via.via}` ({update.via.where})",
+            "commit_signal": "none",
+        }
     skippable = update.kind == SKIPPABLE_STEP
     return {
         "line": _row(model, update.node),
@@ -126,7 +143,7 @@ _GATED_KINDS = (SCHEDULER_STEP, COUNTER_INCREMENT, CHECKPOINT_SAVE, "evaluation"
 
 
 def _window(model: ModuleModel, update: Event) -> Optional[dict]:
-    boundary = model.windows.boundary(update.site)
+    boundary = model.windows.boundary(update.site) if update.kind != HELPER_STATE else None
     if boundary is None:
         return None
     modulo = modulo_boundary(model, boundary)
@@ -210,6 +227,8 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
     site = event.site
     if loop not in site.loops:
         stepped = "outside the loop"
+    elif update.kind == HELPER_STATE:
+        stepped = "per helper loop"
     elif model.guards.gated(site, update):
         stepped = "per committed update"
     elif model.windows.boundary(update.site) is None or model.windows.boundary(site) is not None:

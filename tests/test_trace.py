@@ -100,6 +100,28 @@ FIXTURE_MAPS = {
         "restores": [],
         "diagnostics": [("SL302", 22)],
     }],
+    # train_one_epoch's loop steps the scaler; main's epoch loop drives it, steps the scheduler once per
+    # epoch, and resumes through ckpt_utils.load_checkpoint, which restores the optimizer only.
+    "SL303/split_resume": [
+        {
+            "where": "train.py:9 train_one_epoch",
+            "helpers": [],
+            "updates": [(14, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
+        },
+        {
+            "where": "train.py:25 main",
+            "helpers": ["train_one_epoch"],
+            "updates": [(26, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {},
+            "schedulers": [("scheduler", 27, "per helper loop", "committed-updates")],
+            "checkpoints": [],
+            "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+            "restores": [24],
+            "diagnostics": [("SL303", 24)],
+        },
+    ],
     # Two loops, each updating through a helper of amp_helpers.py (the scaler's step is there).
     "SL202/caller_updates": [
         {

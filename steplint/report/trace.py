@@ -24,7 +24,7 @@ def _update_line(u: dict) -> str:
 
 def _window_line(w) -> str:
     if w is None:
-        return "none (one update per batch)"
+        return "none"
     return f"`{w['boundary']}` (line {w['line']}), length {w['length'] or 'unknown'}"
 
 
@@ -71,7 +71,7 @@ def render_text(loops: List[dict]) -> str:
         for u in loop["updates"]:
             out.append(f"├─ {head('update')}: {_update_line(u)}")
         out.append(f"├─ {head('window')}: {_window_line(loop['window'])}")
-        out.append(f"├─ {head('counters')}")
+        out.append(f"├─ {head('counters')}{_none(loop['counters'])}")
         for c in loop["counters"]:
             out.append(f"│  ├─ {_counter_line(c)}")
             for e in c["evidence"]:
@@ -82,13 +82,13 @@ def render_text(loops: List[dict]) -> str:
                 out.append(f"│  │  └─ feeds {click.style(text, fg='red') if consumer['conflict'] else text}")
             if c["reported"]:
                 out.append(f"│  │  └─ reported: {click.style(', '.join(c['reported']), fg='red', bold=True)}")
-        out.append(f"├─ {head('schedulers')}")
+        out.append(f"├─ {head('schedulers')}{_none(loop['schedulers'])}")
         out.extend(f"│  ├─ {_scheduler_line(s)}" for s in loop["schedulers"])
-        out.append(f"├─ {head('checkpoints')}")
+        out.append(f"├─ {head('checkpoints')}{_none(loop['checkpoints'])}")
         out.extend(f"│  ├─ {_checkpoint_line(c)}" for c in loop["checkpoints"])
         out.append(f"├─ {head('resume')}")
         out.extend(f"│  ├─ {line}" for line in _resume_lines(loop["resume"]))
-        out.append(f"└─ {head('diagnostics')}")
+        out.append(f"└─ {head('diagnostics')}{_none(loop['diagnostics'])}")
         for d in loop["diagnostics"]:
             out.append(f"   ├─ {click.style(d['code'], fg='red', bold=True)} line {d['line']}: {d['message']}")
         out.append("")
@@ -104,16 +104,16 @@ def render_markdown(loops: List[dict]) -> str:
         for u in loop["updates"]:
             out.append(f"- **update:** {_update_line(u)}")
         out.append(f"- **window:** {_window_line(loop['window'])}")
-        out.append("- **counters:**")
+        out.append(f"- **counters:**{_none(loop['counters'])}")
         for c in loop["counters"]:
             out.append(f"  - {_counter_line(c)}")
             out.extend(f"    - evidence: {e['why']} (line {e['line']})" for e in c["evidence"])
             out.extend(f"    - feeds {_consumer_line(x)}" for x in c["consumers"])
             if c["reported"]:
                 out.append(f"    - reported: **{', '.join(c['reported'])}**")
-        out.append("- **schedulers:**")
+        out.append(f"- **schedulers:**{_none(loop['schedulers'])}")
         out.extend(f"  - {_scheduler_line(s)}" for s in loop["schedulers"])
-        out.append("- **checkpoints:**")
+        out.append(f"- **checkpoints:**{_none(loop['checkpoints'])}")
         out.extend(f"  - {_checkpoint_line(c)}" for c in loop["checkpoints"])
         out.append("- **resume:** " + "; ".join(_resume_lines(loop["resume"])))
         if loop["diagnostics"]:
@@ -121,6 +121,10 @@ def render_markdown(loops: List[dict]) -> str:
             out.extend(f"| {d['code']} | {d['line']} | {_cell(d['message'])} |" for d in loop["diagnostics"])
         out.append("")
     return "\n".join(out) + ("\n" if out else "")
+
+
+def _none(items: list) -> str:
+    return "" if items else ": none"
 
 
 def _cell(text: str) -> str:
