@@ -13,16 +13,16 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import click
 
-from steplint import __version__, notebook
+from steplint import __version__, interrupt, notebook
 from steplint.config import ConfigError, Overrides, Resolver, Settings, parse_per_file_ignores
 from steplint.cli_help import SectionedCommand
 from steplint import cache
 from steplint.diagnostic import Diagnostic
 from steplint.engine import (
     INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, import_analysis, internal_error, lint_source,
-    needs_analysis,
+    needs_analysis, unanalysed_reason,
 )
-from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
+from steplint.files import FileError, NotRegularFile, decode_source, discover, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES, SHOWS_EVIDENCE
@@ -93,6 +93,8 @@ def checked_text(path: str, text: str, settings: Settings, mode: Mode, project=N
     try:
         return check_text(path, text, settings, mode, project)
     except Exception as error:  # a bug in steplint costs this file's results, never the run's
+        if interrupt.received():  # not a bug: Ctrl-C, met in another form while it unwound
+            raise interrupt.Interrupted() from error
         return _internal_error_report(path, text, error, _short_traceback(error))
 
 
@@ -123,9 +125,7 @@ def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> File
             report = _cached_check(path, file.text, settings, mode, project)
         else:
             report = checked_text(path, file.text, settings, mode, project)
-        if len(file.text) > MAX_ANALYSED_CHARS:
-            report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
-                              " steplint analyses (generated code or data?); only Python's syntax check ran")
+        report.warning = unanalysed_reason(path) or report.warning
         written = report.text if report.text != file.text else None
     if written is None or mode.diff:
         return report
@@ -148,7 +148,8 @@ def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=
     if found is not None:
         return FileReport(path, text, found)
     report = checked_text(path, text, settings, mode, project)
-    if not report.internal_traceback:
+    report.warning = unanalysed_reason(path) or ""
+    if not (report.internal_traceback or report.warning):  # (a file left unanalysed is checked, and named, again)
         cache.store(directory, key, report.diagnostics)
     return report
 
@@ -266,6 +267,9 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool, t
         while following in answered:
             yield answered.pop(following)
             following += 1
+    while following in answered:  # the cache answered the rest (or everything: nothing went to the pool)
+        yield answered.pop(following)
+        following += 1
 
 
 def _answered_without_analysis(path: str, settings: Settings, project, text: Optional[str], analysed: bool) -> Optional[FileReport]:
@@ -293,19 +297,27 @@ def run() -> None:
     """The `steplint` command: `main`, then an exit without the interpreter's teardown once the
     output is flushed. A run over a tree leaves ~10^6 small objects (parse trees kept for the lint,
     summaries); freeing them one by one at shutdown took seconds and changes nothing."""
+    interrupt.install()
     code = 0
     try:
-        main()
+        try:
+            main()
+        finally:
+            interrupt.hold()
     except SystemExit as exit_:
         code = exit_.code or 0
         if not isinstance(code, int):  # sys.exit("message"), as Python would
             print(code, file=sys.stderr)
             code = 1
+    except interrupt.Interrupted:  # in any phase; the command's own cleanup has run
+        code = interrupt.EXIT_STATUS
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (`steplint check | head`): nothing more to say
             pass
+    if interrupt.received():  # whenever Ctrl-C landed before the exit
+        interrupt.exit_interrupted()
     os._exit(code)
 
 
@@ -393,6 +405,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, show_evidence, add_noqa, n
     mode = Mode(fix=fix or fix_only, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, noqa_reason=noqa_reason,
                 use_cache=not no_cache, show_evidence=show_evidence)
     pool = Pool(jobs or available_cores())  # (its workers start only if the work pays for them)
+    click.get_current_context().call_on_close(pool.close)  # however the command ends (Ctrl-C in any phase)
     try:
         overrides = Overrides(_codes(select), _codes(ignore), _codes(extend_select), _codes(fixable), _codes(unfixable), _codes(extend_fixable),
                               _codes(exclude), _codes(extend_exclude), parse_per_file_ignores(per_file_ignores), ignore_noqa)
@@ -400,21 +413,21 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, show_evidence, add_noqa, n
         if paths == ("-",) or (stdin_filename and not paths):
             _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color)
             return
-        files, missing = _discovered(paths, resolver, force_exclude)
+        files, unreachable = _discovered(paths, resolver, force_exclude)
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
         if show_files or show_settings:
             pool.close()
-            _show(files, missing, paths, resolver, show_settings)
+            _show(files, unreachable, paths, resolver, show_settings)
         collect_garbage_rarely()
-        if not missing and _first_large_run(files, resolver, mode):
+        if _first_large_run(files, resolver, mode):
             pool.start(import_analysis)
-        texts = _readable_texts(files) if not missing else {}
+        texts = _readable_texts(files)
         analysed = {p for p, text in texts.items() if needs_analysis(text)}
         from steplint.project.build import MAX_FILE_BYTES
 
         # (Texts that may be over the index's byte limit are left for it to read, and skip, itself.)
         small = {p: text for p, text in texts.items() if len(text) * 4 <= MAX_FILE_BYTES}
-        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed]) if not missing else None
+        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed])
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         pool.close()
@@ -422,18 +435,13 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, show_evidence, add_noqa, n
         sys.exit(2)
     for note in project.notes if project else ():
         click.echo(f"steplint: note: {note}", err=True)
-    for path in missing:
-        click.echo(f"steplint: error: {path}: no such file or directory", err=True)
-    if missing:
-        sys.exit(2)
+    for problem in unreachable:  # the rest is checked, and the exit status is theirs
+        click.echo(f"steplint: warning: {problem}", err=True)
     if not files:
         click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
-    try:
+    try:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
         reports = _with_progress(_run(work, mode, pool, texts, analysed), len(work))
-    except KeyboardInterrupt:
-        click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
-        sys.exit(130)
-    finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
+    finally:
         pool.close()
     _file_messages(reports, verbose)
     diagnostics = [d for r in reports for d in r.diagnostics]
@@ -470,13 +478,11 @@ def _discovered(paths, resolver: Resolver, force_exclude: bool) -> Tuple[List[st
                     lambda p: resolver.settings_for(p).included(p), first.respect_gitignore)
 
 
-def _show(files: List[str], missing: List[str], paths, resolver: Resolver, settings: bool) -> None:
+def _show(files: List[str], unreachable: List[str], paths, resolver: Resolver, settings: bool) -> None:
     """--show-files: the files a check would read, absolute and sorted, as ruff prints them;
     --show-settings: the settings resolved for the first of them (or the first path), and exit 0."""
-    for path in missing:
-        click.echo(f"steplint: error: {path}: no such file or directory", err=True)
-    if missing:
-        sys.exit(2)
+    for problem in unreachable:  # as a check warns of them
+        click.echo(f"steplint: warning: {problem}", err=True)
     if not settings:
         for path in sorted(os.path.abspath(f) for f in files):
             click.echo(path)
@@ -591,21 +597,31 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     """Editors pipe a buffer in: diagnostics to stdout, or with --fix the fixed source to stdout and
     the remaining diagnostics to stderr."""
     path = name or "-"
-    text = click.get_text_stream("stdin").read()
+    raw = click.get_binary_stream("stdin").read()
     settings = resolver.settings_for(path)
     if force_exclude and name and settings.excluded(path):
         if mode.fix:
-            click.echo(text, nl=False)
+            _write_stdout(raw)
         sys.exit(0)
+    try:  # as a file is read: its BOM, declared encoding and line breaks kept
+        source = decode_source(raw)
+    except FileError as error:
+        if mode.fix or mode.add_noqa:
+            _write_stdout(raw)
+        undecodable = [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else []
+        click.echo(FORMATS[output_format](undecodable, {path: ""}), nl=False, err=mode.fix or mode.add_noqa)
+        sys.exit(_exit_status(undecodable, bool(undecodable), exit_zero, False))
+    text = source.text
     if notebook.is_notebook(path):
         report, written = check_notebook(path, text, settings, mode)
     else:
         project = _project_index([path], lambda p: resolver.settings_for(p).excluded(p), resolver, mode, {path: text}) if name else None
         report, written = checked_text(path, text, settings, mode, project.context_for(path) if project else None), None
+        report.warning = unanalysed_reason(path) or report.warning
     _file_messages([report], verbose)
     rendered = _render(output_format, report.diagnostics, {path: report.text}, mode)
     if mode.fix or mode.add_noqa:
-        click.echo(written or (text if notebook.is_notebook(path) else report.text), nl=False)
+        _write_stdout((written or (text if notebook.is_notebook(path) else report.text)).encode(source.encoding))
         click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))
     elif mode.diff:
         click.echo(report.diff, nl=False)
@@ -613,6 +629,14 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         click.echo(rendered, nl=False, color=use_color(color, sys.stdout))
     found = bool(report.diff) if mode.diff else bool(report.diagnostics)
     sys.exit(_exit_status(report.diagnostics, found, exit_zero, bool(exit_non_zero_on_fix and report.fixed and not mode.diff)))
+
+
+def _write_stdout(data: bytes) -> None:
+    """Source text to stdout, as bytes: no newline translation, in the source's own encoding."""
+    sys.stdout.flush()
+    stream = click.get_binary_stream("stdout")
+    stream.write(data)
+    stream.flush()
 
 
 def _statistics(diagnostics: List[Diagnostic], output_format: str) -> str:
@@ -735,8 +759,11 @@ def trace_command(paths, output_format, config_file, color) -> None:
 @main.command("server")
 def server_command() -> None:
     """Run the language server over stdio, for editors (alias: lsp)."""
+    import signal
+
     from steplint.server import serve  # pygls loads only for the server
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is the server's own to handle
     serve()
 
 

@@ -8,6 +8,7 @@ path, or from `--config FILE`. Each configuration file is read and checked once 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -58,6 +59,7 @@ class Settings:
     extend_fixable: Tuple[str, ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
+    target_version: Optional[str] = None  # "3.12": the Python the project targets (`target-version`, else requires-python)
     units: Tuple[Tuple[str, str], ...] = ()  # `[tool.steplint.units]`: (counter name, declared unit)
     cache_dir: Optional[str] = None  # `cache-dir`, absolute; None: STEPLINT_CACHE_DIR, else .steplint_cache in root
     root: str = "."  # the folder that exclude and per-file-ignores globs are relative to
@@ -158,6 +160,11 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{origin}: cache-dir: expected a folder name, got {value!r}")
             changes["cache_dir"] = os.path.join(root, os.path.expanduser(value))
+        elif key == "target-version":
+            match = re.fullmatch(r"py3(\d+)", value) if isinstance(value, str) else None
+            if match is None:
+                raise ConfigError(f"{origin}: target-version: expected a version such as \"py312\", got {value!r}")
+            changes["target_version"] = f"3.{match.group(1)}"
         elif key == "fix-gate":
             changes["fix_gate"] = _choice(value, key, origin, FIX_GATES)
         elif key == "units":
@@ -192,7 +199,8 @@ def load_config(path: str) -> Settings:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
     table, origin = _steplint_table(path, data)
     root = os.path.dirname(os.path.abspath(path))
-    return settings_from_table(_extended(table, path, origin, (os.path.realpath(path),)), root, origin)
+    settings = settings_from_table(_extended(table, path, origin, (os.path.realpath(path),)), root, origin)
+    return settings if settings.target_version else replace(settings, target_version=requires_python(root))
 
 
 def _steplint_table(path: str, data: dict) -> Tuple[dict, str]:
@@ -233,6 +241,29 @@ def _extended(table: dict, path: str, origin: str, chain: Tuple[str, ...]) -> di
     return {**merged, **own}
 
 
+_LOWER_BOUND = re.compile(r"(?:>=|~=|==)\s*(\d+)\.(\d+)")
+
+
+@lru_cache(maxsize=None)
+def requires_python(folder: str) -> Optional[str]:
+    """The lowest Python ("3.12") that the nearest pyproject.toml at or above `folder` requires
+    (`[project] requires-python`), or None."""
+    while True:
+        pyproject = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(pyproject):
+            try:
+                with open(pyproject, "rb") as handle:
+                    required = tomllib.load(handle).get("project", {}).get("requires-python")
+            except (OSError, tomllib.TOMLDecodeError):
+                return None  # (a pyproject.toml that is not TOML is reported where it configures steplint)
+            bounds = _LOWER_BOUND.findall(required) if isinstance(required, str) else []
+            return ".".join(min(bounds, key=lambda b: (int(b[0]), int(b[1])))) if bounds else None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
 @lru_cache(maxsize=None)
 def find_config(folder: str) -> Optional[str]:
     """The configuration file for a folder: the nearest one found upward."""
@@ -248,11 +279,15 @@ def find_config(folder: str) -> Optional[str]:
 
 
 def _has_steplint_table(pyproject: str) -> bool:
+    """Whether a pyproject.toml configures steplint. One that is not TOML may well (and ruff and pip
+    refuse it too): an error, never a silent fallback to the defaults."""
     try:
         with open(pyproject, "rb") as handle:
             return "steplint" in tomllib.load(handle).get("tool", {})
-    except (OSError, tomllib.TOMLDecodeError):
+    except OSError:
         return False
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -340,7 +375,8 @@ class Resolver:
             return self.fixed
         folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
         config = find_config(folder)
-        if config not in self._by_file:
-            base = load_config(config) if config else Settings(root=os.getcwd())
-            self._by_file[config] = self.overrides.apply(base)
-        return self._by_file[config]
+        key = config or requires_python(folder)  # (without a configuration: the defaults, and the project's Python)
+        if key not in self._by_file:
+            base = load_config(config) if config else Settings(root=os.getcwd(), target_version=requires_python(folder))
+            self._by_file[key] = self.overrides.apply(base)
+        return self._by_file[key]

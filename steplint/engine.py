@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gc
 import re
 import sys
@@ -13,7 +14,7 @@ from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
-from steplint.source import Source, parse_python
+from steplint.source import Source, parse_python, parser_text
 from steplint.suppress import Comments, comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ _NESTING_RECURSION_LIMIT = 20_000
 # Larger files are generated code or embedded data; LibCST would take minutes over them, so they get
 # Python's syntax check only (and the command line says so).
 MAX_ANALYSED_CHARS = 2_000_000
+# LibCST and the model take time superlinear in how deep expressions nest (a flat sum of 4,000 terms
+# is a binary tree 4,000 deep: 17 s; 10,000 overflowed the C stack). Hand-written code stays far below.
+MAX_ANALYSED_NESTING = 200
 # A file without any of these has no update, scheduler, scaler, resume or steplint noqa to check
 # (searched in the lowercased text: substring tests are many times faster than one regex with re.I).
 _CANDIDATES = (".step(", "step_update", "scaler", "load_state_dict", "param_groups")
@@ -41,7 +45,6 @@ _OWN_NOQA = re.compile(r"noqa\s*:[^\n]*\bsl\d{3}|steplint\s*:\s*noqa", re.I)  # 
 MAX_FIX_ROUNDS = 25
 INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
-ISSUES_URL = "https://github.com/steplint/steplint/issues"
 UNUSED_NOQA = "SL002"
 
 
@@ -90,8 +93,19 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
     # and its tree tells the positions of reported statements later.
     python_tree = parse_python(text, path)
     if isinstance(python_tree, Exception):
+        newer = _newer_target(settings)
+        if newer and isinstance(python_tree, SyntaxError) and python_tree.lineno is not None:
+            # Not broken, perhaps: this interpreter's grammar is older than the project's.
+            _UNANALYSED[path] = (f"not analysed: Python {RUNNING_PYTHON}, which runs steplint, cannot parse it ({python_tree.msg}, line"
+                                 f" {python_tree.lineno}), and the project targets Python {newer}, whose grammar is newer; run steplint"
+                                 f" with Python {newer} or later to check it")
+            return None, []
         return None, [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
-    if not needs_analysis(text) or len(text) > MAX_ANALYSED_CHARS:
+    if not needs_analysis(text):
+        return None, []
+    skipped = analysis_bound(text, python_tree)
+    if skipped is not None:
+        _UNANALYSED[path] = skipped
         return None, []
     import libcst as cst  # only files that pass the prefilter pay for importing the parser
 
@@ -116,6 +130,41 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
         return None, [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
 
 
+def analysis_bound(text: str, python_tree: Optional[ast.AST] = None) -> Optional[str]:
+    """Why a file is not analysed, only syntax-checked: more text, or deeper nesting, than steplint
+    analyses in bounded time and memory; None when it is analysed. (`python_tree`: Python's parse of
+    the text, when made.) The command line warns with it; the language server can publish it."""
+    if len(text) > MAX_ANALYSED_CHARS:
+        return (f"not analysed: {len(text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
+                " steplint analyses (generated code or data?); only Python's syntax check ran")
+    tree = parse_python(text) if python_tree is None else python_tree
+    if not isinstance(tree, Exception) and _nests_deeper(tree, MAX_ANALYSED_NESTING):
+        return (f"not analysed: code nested more than {MAX_ANALYSED_NESTING} levels deep (a generated sum or table?),"
+                " which steplint cannot analyse in bounded time; only Python's syntax check ran")
+    return None
+
+
+def _nests_deeper(tree: ast.AST, limit: int) -> bool:
+    """Whether Python's syntax tree is more than `limit` nodes deep (iteratively: no recursion)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return False
+
+
+# Files of this process that lint_source left unanalysed (path -> analysis_bound's reason): the command
+# line that linted them takes the reason, for its warning (unanalysed_reason).
+_UNANALYSED: Dict[str, str] = {}
+
+
+def unanalysed_reason(path: str) -> Optional[str]:
+    """Why the last lint of `path` in this process did not analyse it (taken once), or None."""
+    return _UNANALYSED.pop(path, None)
+
+
 # Modules the project index parsed for files this run lints next (in this process, or in a pool forked
 # from it): each such file is parsed once per run. path -> (text, module); the lint takes its entry.
 _KEPT: Dict[str, tuple] = {}
@@ -128,7 +177,7 @@ def parse_and_keep(path: str, text: str) -> cst.Module:
     kept = _KEPT.get(path)
     if kept is not None and kept[0] == text:
         return kept[1]
-    module = cst.parse_module(text)
+    module = cst.parse_module(parser_text(text))
     _KEPT[path] = (text, module)
     return module
 
@@ -137,7 +186,7 @@ def _parsed(path: str, text: str) -> cst.Module:
     import libcst as cst
 
     kept = _KEPT.pop(path, None)
-    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(text)
+    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(parser_text(text))
 
 
 def _from_recursion(error: BaseException) -> bool:
@@ -208,18 +257,26 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
                       evidence=evidence)
 
 
+RUNNING_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _newer_target(settings: Settings) -> Optional[str]:
+    """The project's target Python version when it is newer than the one running steplint."""
+    target = settings.target_version
+    if target is None or tuple(int(p) for p in target.split(".")) <= sys.version_info[:2]:
+        return None
+    return target
+
+
 def _python_syntax_error(source: Source, error: Exception) -> Diagnostic:
-    """SL001 at Python's own position, with its message, for the error of Python's parser."""
+    """SL001 at Python's own position, with its message and the version of the Python that checked."""
+    checked = f" (checked with Python {RUNNING_PYTHON})"
     if "\0" in source.text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
-        return _null_byte(source)  # a ValueError before Python 3.12, a SyntaxError without position since
+        row, column = source.position(source.text.index("\0"))  # a ValueError before Python 3.12, a SyntaxError without position since
+        return _unparsable(source, row, column, "source code cannot contain null bytes" + checked)
     if isinstance(error, SyntaxError):  # IndentationError and TabError too
-        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg)
-    return _unparsable(source, 1, 0, "too deeply nested for Python's parser")
-
-
-def _null_byte(source: Source) -> Diagnostic:
-    row, column = source.position(source.text.index("\0"))
-    return _unparsable(source, row, column, "source code cannot contain null bytes")
+        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg + checked)
+    return _unparsable(source, 1, 0, "too deeply nested for Python's parser" + checked)
 
 
 def _without_prefix(message: str) -> str:
@@ -236,7 +293,7 @@ def internal_error(path: str, error: BaseException) -> Diagnostic:
     """SL000 for a file whose analysis or fixing raised: one line, at the top of the file."""
     summary = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0][:200]
     rule = all_rules()[INTERNAL_ERROR]
-    message = f"Internal error, this file was not checked: {summary} (please report it: {ISSUES_URL})"
+    message = f"Internal error, this file was not checked: {summary} (please report it, with the traceback `steplint check -v` prints)"
     return Diagnostic(INTERNAL_ERROR, rule.name, message, path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 

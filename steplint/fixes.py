@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 
-from steplint.source import python_parse_error
+from steplint.source import parser_text, python_parse_error
 
 SAFE = "safe"
 UNSAFE = "unsafe"
@@ -82,7 +82,7 @@ def reparses(text: str) -> bool:
     import libcst as cst  # (not at import time: reports and cached checks need no parser)
 
     try:
-        cst.parse_module(text)
+        cst.parse_module(parser_text(text))
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError, ValueError):
         return False
     return python_parse_error(text) is None

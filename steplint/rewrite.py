@@ -51,7 +51,7 @@ def lone_statement(model: ModuleModel, site: Site) -> Optional[cst.SimpleStateme
         return None
     first, _ = model.text.rows(statement.body[0])
     start, _ = model.text.span(statement.body[0])
-    if model.source.text[model.source.line_starts[first - 1] : start].strip(" \t"):
+    if model.source.text[model.source.line_starts[first - 1] : start].strip(" \t\f"):  # (a form feed in the indentation is whitespace too)
         return None
     return statement
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
     from steplint.fixes import Fix
 
-DOCS_URL = "https://github.com/steplint/steplint/blob/main/README.md#{anchor}"
 RULES_PACKAGE = "steplint.rules"
 
 
@@ -56,8 +55,10 @@ class Rule:
         return _CHECKS[self.code]
 
     @property
-    def url(self) -> str:
-        return DOCS_URL.format(anchor=f"{self.code.lower()}-{self.name}")
+    def url(self) -> None:
+        """steplint has no hosted documentation to link to: `steplint rule CODE` prints a rule's
+        docs. (Outputs keep ruff's `url` field, null, and leave out links that would lead nowhere.)"""
+        return None
 
 
 _CHECKS: Dict[str, Optional[Callable]] = {}

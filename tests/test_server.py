@@ -223,7 +223,7 @@ async def test_quick_fix_clears_the_diagnostic(editor: Editor):
     (diagnostic,) = await editor.diagnostics(uri)
     assert diagnostic.code == "SL101" and diagnostic.source == "steplint"
     assert diagnostic.severity == types.DiagnosticSeverity.Warning
-    assert diagnostic.code_description.href.endswith("#sl101-scheduler-step-on-skipped-update")
+    assert diagnostic.code_description is None  # no hosted docs: no link that would lead nowhere
     assert diagnostic.range.start == types.Position(SCHEDULER_ROW, 4)
     assert editor.pull == (editor.kind == "visual-studio-code-pull")
 
