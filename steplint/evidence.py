@@ -72,7 +72,7 @@ def premises(model: "ModuleModel", node: "cst.CSTNode") -> Tuple[Premise, ...]:
             found.extend(_unit_premises(model, key.rsplit(":", 1)[-1], model.units.unit_of_key(key).evidence))
             if consumer.evidence is not None:
                 found.append(_at(model, consumer.evidence.node, f"it expects {_UNIT_WORDS[consumer.evidence.unit]}: {consumer.evidence.why}"))
-    return tuple(dict.fromkeys(found))
+    return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
 def _by_site(model: "ModuleModel") -> Dict[int, List[Event]]:
@@ -118,7 +118,12 @@ def _unit_premises(model: "ModuleModel", name: str, evidence: Tuple[Evidence, ..
     ]
 
 
-def _at(model: "ModuleModel", node: "cst.CSTNode", claim: str) -> Premise:
-    start, _ = model.text.span(node)
+def _at(model: "ModuleModel", node: "cst.CSTNode", claim: str) -> Optional[Premise]:
+    """The premise at the node; None for a node without a place in this module's text (a call
+    event's subject can be a node the project index handed over for a helper's parameter)."""
+    try:
+        start, _ = model.text.span(node)
+    except KeyError:
+        return None
     row, column = model.source.position(start)
     return claim, row, column + 1
