@@ -204,7 +204,6 @@ def _from_recursion(error: BaseException) -> bool:
 
 def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> Tuple["ModuleModel", List[Diagnostic]]:
     from steplint.model import build_model
-    from steplint.rewrite import vetted
 
     model = build_model(source, module, settings, project)
     return model, _findings(source, model, rules, settings)
@@ -212,6 +211,7 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
 
 def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule], settings: Settings) -> List[Diagnostic]:
     from steplint.evidence import premises
+    from steplint.rewrite import vetted
 
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
     # a `noqa` that lists a steplint code (it may be unused: SL002), else at the first finding.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import List
+from typing import List, Tuple
 
 import click
 
@@ -66,33 +66,47 @@ def render_text(loops: List[dict]) -> str:
 
     for loop in loops:
         out.append(f"{click.style(loop['file'], bold=True)}:{loop['line']}: loop in {loop['function']}")
+        sections: List[Node] = []
         if loop["helpers"]:
-            out.append(f"├─ {head('helpers')}: {', '.join(loop['helpers'])}")
-        for u in loop["updates"]:
-            out.append(f"├─ {head('update')}: {_update_line(u)}")
-        out.append(f"├─ {head('window')}: {_window_line(loop['window'])}")
-        out.append(f"├─ {head('counters')}{_none(loop['counters'])}")
-        for c in loop["counters"]:
-            out.append(f"│  ├─ {_counter_line(c)}")
-            for e in c["evidence"]:
-                name = " (name only)" if e["name_only"] else ""
-                out.append(f"│  │  ├─ evidence: {e['why']} (line {e['line']}){name}")
-            for consumer in c["consumers"]:
-                text = _consumer_line(consumer)
-                out.append(f"│  │  └─ feeds {click.style(text, fg='red') if consumer['conflict'] else text}")
-            if c["reported"]:
-                out.append(f"│  │  └─ reported: {click.style(', '.join(c['reported']), fg='red', bold=True)}")
-        out.append(f"├─ {head('schedulers')}{_none(loop['schedulers'])}")
-        out.extend(f"│  ├─ {_scheduler_line(s)}" for s in loop["schedulers"])
-        out.append(f"├─ {head('checkpoints')}{_none(loop['checkpoints'])}")
-        out.extend(f"│  ├─ {_checkpoint_line(c)}" for c in loop["checkpoints"])
-        out.append(f"├─ {head('resume')}")
-        out.extend(f"│  ├─ {line}" for line in _resume_lines(loop["resume"]))
-        out.append(f"└─ {head('diagnostics')}{_none(loop['diagnostics'])}")
-        for d in loop["diagnostics"]:
-            out.append(f"   ├─ {click.style(d['code'], fg='red', bold=True)} line {d['line']}: {d['message']}")
+            sections.append((f"{head('helpers')}: {', '.join(loop['helpers'])}", []))
+        sections.extend((f"{head('update')}: {_update_line(u)}", []) for u in loop["updates"])
+        sections.append((f"{head('window')}: {_window_line(loop['window'])}", []))
+        sections.append((f"{head('counters')}{_none(loop['counters'])}", [_counter_node(c) for c in loop["counters"]]))
+        sections.append((f"{head('schedulers')}{_none(loop['schedulers'])}", [(_scheduler_line(s), []) for s in loop["schedulers"]]))
+        sections.append((f"{head('checkpoints')}{_none(loop['checkpoints'])}", [(_checkpoint_line(c), []) for c in loop["checkpoints"]]))
+        sections.append((f"{head('resume')}", [(line, []) for line in _resume_lines(loop["resume"])]))
+        sections.append((f"{head('diagnostics')}{_none(loop['diagnostics'])}", [
+            (f"{click.style(d['code'], fg='red', bold=True)} line {d['line']}: {d['message']}", []) for d in loop["diagnostics"]
+        ]))
+        out.extend(_branches(sections, ""))
         out.append("")
     return "\n".join(out) + ("\n" if out else "")
+
+
+Node = Tuple[str, list]  # a line of the tree and the nodes under it
+
+
+def _counter_node(c: dict) -> Node:
+    children: List[Node] = []
+    for e in c["evidence"]:
+        name = " (name only)" if e["name_only"] else ""
+        children.append((f"evidence: {e['why']} (line {e['line']}){name}", []))
+    for consumer in c["consumers"]:
+        text = _consumer_line(consumer)
+        children.append((f"feeds {click.style(text, fg='red') if consumer['conflict'] else text}", []))
+    if c["reported"]:
+        children.append((f"reported: {click.style(', '.join(c['reported']), fg='red', bold=True)}", []))
+    return _counter_line(c), children
+
+
+def _branches(nodes: List[Node], indent: str) -> List[str]:
+    """The lines of a tree: `├─` before every node but the last, `└─` before the last."""
+    lines: List[str] = []
+    for i, (text, children) in enumerate(nodes):
+        last = i == len(nodes) - 1
+        lines.append(f"{indent}{'└─' if last else '├─'} {text}")
+        lines.extend(_branches(children, indent + ("   " if last else "│  ")))
+    return lines
 
 
 def render_markdown(loops: List[dict]) -> str:
