@@ -251,7 +251,7 @@ def _checkpoint(model: ModuleModel, save: Event) -> dict:
         "line": _row(model, save.node),
         "code": model.text.of(save.node),
         "keys": sorted(checkpoint.entries) if checkpoint is not None else None,
-        "stores": {kind: sorted(_name(k) for k in keys) for kind, keys in sorted(checkpoint.holds.items())} if checkpoint is not None else None,
+        "stores": {kind: sorted(_name(k) for k in keys) for kind, keys in sorted(checkpoint.holds.items()) if keys} if checkpoint is not None else None,
     }
 
 
