@@ -15,7 +15,7 @@ hide it. Exclude the file to skip it.
 ## Example
 ```
 train.py:1:1: SL000 Internal error, this file was not checked: AttributeError: 'NoneType' object
-has no attribute 'values' (please report it: https://github.com/steplint/steplint/issues)
+has no attribute 'values' (please report it, with the traceback `steplint check -v` prints)
 ```
 
 ## Use instead

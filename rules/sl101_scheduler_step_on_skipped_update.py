@@ -41,9 +41,9 @@ when ColossalAI boosts the optimizer in fp16 (`booster.boost(...)` with a Gemini
 HybridParallel plugin, fp16 unless `precision=` says otherwise, or `Booster(mixed_precision="fp16")`
 with a DDP plugin), when a `try` around it catches `OverflowError` and goes on (fairseq's fp16
 optimizers raise it on overflow), or when `[tool.steplint.roles] skippable-optimizer = [...]` names it
-(for frameworks steplint does not know). None of these leaves a signal a fix could gate on after the
-step, so there is no fix and the message says so. With `OverflowError` the exception itself tells the
-code: what runs in the `try` after the step, in its `else:`, under a flag the handler sets
+(for frameworks steplint does not know). None of these but the last leaves a signal a fix could gate
+on after the step, so there is no fix and the message says so. With `OverflowError` the exception
+itself tells the code: what runs in the `try` after the step, in its `else:`, under a flag the handler sets
 (`if not overflow:`) or after a handler that ends the pass (`continue`) sees committed updates only,
 and is silent.
 
@@ -60,9 +60,22 @@ scheduler after the batch loop, and a call marked `# steplint: schedule=tokens` 
 Safe: only the scheduler's advance changes, to the committed updates the schedule is written in.
 Unsafe when the gate is a DeepSpeed engine's `was_step_applied()`: fp16 DeepSpeed needs a GPU, so no
 test of ours has run that gate.
+With an `except OverflowError` handler that drops the update and goes on, the fix sets
+`committed = True` before the `try` and `committed = False` first in the handler, and gates the
+scheduler after the `try` on it (proven at run time with an optimizer that raises on overflow); a
+scheduler in the `finally:` or in a one-line handler gets no fix.
 No fix for updates the code skips itself: moving the scheduler into the update's branch is left to you.
 There is no fix for timm-style `loss_scaler(loss, optimizer)` calls, which step and update the scaler
 in one call and leave nothing exact to read afterwards.
+Preconditions: role (`committed_step` only on a torch GradScaler: built by its qualified
+constructor, annotated so, or shown with `scale`, `step` and `update` and never built from another
+call; a toolkit's wrapper with a `step` of its own gets no fix, and the message says so); binding
+(the `committed` flag exists on the fp32 branch too: `committed = True` before the branch);
+committed-path equivalence (checked on the fixed tree: with the gate true, the fixed module is the
+original one, statement for statement).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
@@ -73,7 +86,7 @@ in one call and leave nothing exact to read afterwards.
 from steplint.fixes import SAFE
 from steplint.model import SCHEDULER_STEP
 from steplint.model.skips import no_signal_note, skipped_by_the_code
-from steplint.rewrite import gate_fix
+from steplint.rewrite import gate_advice, gate_fix
 from steplint.rule import Finding, rule
 
 
@@ -93,4 +106,4 @@ def check(model):
         inside = f" (it steps in `{update.via.via}`, {update.via.where})" if update.via is not None else ""
         message = f"`{name}` advances even when `{model.text.of(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"
         fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
-        yield Finding(step.node, message, fix)
+        yield Finding(step.node, message + (gate_advice(model, update) if fix is None else ""), fix)

@@ -26,7 +26,18 @@ if committed:
 lr_scheduler.step_update(num_updates=num_updates)
 ```
 
-Silent for counters that feed none of these (a log line's index), counters advanced under a commit
+It reports a unit conflict, not a shape. A counter the code shows to count the data (batches or
+samples) by design (set to `(epoch - 1) * len(loader)` on resume, advanced by the batches a resumed
+run skips, multiplied by a batch size, advanced at the start of each batch before the update is
+attempted, stepping a batch-keyed schedule with `step_batch(n)`, or declared with
+`# steplint: counter=batches` or in `[tool.steplint.units]`) is the recipe for the consumers that
+follow it (checkpoint names, cadences, a stop on a cadence): it is reported only where it feeds a
+consumer that counts committed updates (`step_update(n)` of a scheduler built with
+`t_in_epochs=False`, a budget computed as `ceil(len(loader) / accum) * epochs`), and the message
+names that consumer and the evidence for both units. A name alone (`batch_idx_train`) only confirms.
+
+Silent for counters that feed none of these (a log line's index), consumers that count the data
+(`# steplint: schedule=tokens`, `step_batch(n)`, an LR or a stop computed from `n * batch_size`), counters advanced under a commit
 gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
 drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
@@ -43,6 +54,19 @@ skipped updates, and changes checkpoint names. The cadence checks that read the 
 it move under the gate with it (else a skipped update would repeat them); when such a check sits
 elsewhere in the loop, no fix is offered. Unsafe whenever the gate is a DeepSpeed engine's
 `was_step_applied()`: fp16 DeepSpeed needs a GPU, so no test of ours has run that gate.
+Preconditions: role (`committed_step` only on a torch GradScaler: built by its qualified
+constructor, annotated so, or shown with `scale`, `step` and `update` and never built from another
+call; a toolkit's wrapper with a `step` of its own gets no fix, and the message says so); binding
+(the `committed` flag exists on the fp32 branch too: `committed = True` before the branch);
+committed-path equivalence (checked on the fixed tree: with the gate true, the fixed module is the
+original one, statement for statement).
+Consistency: every cadence check (`n % k == 0`, `n == k`) that reads the counter, in any function
+of the module (the caller's `trainer.num_updates`, a callback's), moves under the gate with it, or
+there is no fix and the message names their lines (else each would fire again after a skipped
+update, at 0 too).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
@@ -52,7 +76,7 @@ from steplint.fixes import SAFE, UNSAFE
 from steplint.model import COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.model.windows import micro_batch_counters
-from steplint.rewrite import gate_fix
+from steplint.rewrite import gate_advice, gate_fix, ungated_cadences
 from steplint.rule import Finding, rule
 
 
@@ -63,28 +87,78 @@ def check(model):
         if model.roles.key(increment.subject, increment.site.scope) in micro_batches:
             continue  # it finds the window's end: gated on commits, it would stop the windows
         update = model.passes.attempt_for(increment, before_only=False)
+        unit = model.units.counter_unit(increment)
         if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
-            feeds = model.counters.feeds(increment) if skipped is not None else set()
+            feeds = _feeds_in_updates(model, increment, unit) if skipped is not None else set()
             if feeds:
                 name, check = model.text.of(increment.subject), model.text.of(skipped[1].test)
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")
             continue
-        feeds = model.counters.feeds(increment) if update is not None else set()
-        if update is not None and (model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer"):
+        if update is None or model.guards.gated(increment.site, update):
+            continue
+        if unit.by_design:
+            finding = _conflict(model, increment, unit, update)
+            if finding is not None:
+                yield finding
+            continue
+        feeds = _feeds_in_updates(model, increment, unit)
+        if model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer":
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
-        if not feeds or model.guards.gated(increment.site, update):
+        if not feeds:
             continue
         name = model.text.of(increment.subject)
         message = f"`{name}` counts attempted updates, skipped ones included, and feeds {_listed(feeds)}; advance it only when the update committed{no_signal_note(update)}"
-        fix = None
-        through = model.counters.readers_right_after(increment)
-        if update.order < increment.order and through is not None:
-            applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
-            fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
-        elif through is None:
-            message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
-        yield Finding(increment.node, message, fix)
+        yield _with_fix(model, increment, update, feeds, name, message)
+
+
+def _feeds_in_updates(model, increment, unit):
+    """What the counter feeds, less the consumers the code shows to count the data (batches,
+    samples, epochs) or to read the counter as a data position: counting attempts is right for them."""
+    feeds = set(model.counters.feeds(increment))
+    others = [c for c in model.units.consumers_of(increment) if c.label in feeds]
+    for label in list(feeds):
+        mine = [c for c in others if c.label == label]
+        if mine and all(model.units.counts_in_other_units(increment, c) for c in mine):
+            feeds.discard(label)
+    return feeds
+
+
+def _conflict(model, increment, unit, update):
+    """A counter of the data (batches, samples) by design is the recipe for the consumers that follow
+    it (checkpoint names, cadences); it is a finding only where it feeds a consumer in committed updates."""
+    feeds = model.counters.feeds(increment)
+    conflicts = [c for c in model.units.conflicting_consumers(increment, unit) if c.label in feeds]
+    if not conflicts:
+        return None
+    consumer = conflicts[0]
+    name = model.text.of(increment.subject)
+    message = (
+        f"`{name}` {model.units.describe(unit)}, skipped updates included, but feeds `{_short(model.text.of(consumer.node))}`, "
+        f"which counts committed updates ({consumer.evidence.why}); advance it only when the update committed, or feed that consumer an update counter{no_signal_note(update)}"
+    )
+    return _with_fix(model, increment, update, set(feeds), name, message)
+
+
+def _with_fix(model, increment, update, feeds, name, message):
+    fix = None
+    through = model.counters.readers_right_after(increment)
+    elsewhere = ungated_cadences(model, increment, through) if through is not None else []
+    if update.order < increment.order and through is not None and not elsewhere:
+        applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
+        fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
+        message += gate_advice(model, update) if fix is None else ""
+    elif through is None:
+        message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
+    elif elsewhere:
+        lines = ("lines " if len(elsewhere) > 1 else "line ") + ", ".join(map(str, elsewhere))
+        message += f" (no fix: the cadence checks on {lines} read it too, and would fire again after each skipped update; gate them with it)"
+    return Finding(increment.node, message, fix)
+
+
+def _short(text):
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _WORDS = {"schedule": "the schedule", "lr": "the learning rate", "checkpoint": "checkpoints", "eval": "evaluation", "stop": "the end of the run"}

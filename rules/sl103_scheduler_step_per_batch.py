@@ -36,6 +36,9 @@ accelerate (they step once per window inside `accelerator.accumulate`), and Deep
 ## Fix safety
 The fix moves the statement to the end of the window block. Safe for a scheduler. For a counter it
 is unsafe when the counter also ends the run or names checkpoints: those then count windows.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
 from steplint.fixes import SAFE, UNSAFE

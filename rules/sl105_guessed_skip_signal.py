@@ -48,6 +48,12 @@ runs on a path without the update (`if use_amp: scaler.step(opt) else: opt.step(
 flag would be unbound on the fp32 path); where its branch raises or exits; and without an exact
 signal to read (a check before the update, a timm-style loss scaler). Proven at run time on each
 shape the fix produces (tests/test_runtime_scaler.py).
+Preconditions: role (`committed_step` only on a torch GradScaler: built by its qualified
+constructor, annotated so, or shown with `scale`, `step` and `update` and never built from another
+call; a toolkit's wrapper with a `step` of its own gets no fix, and the message says so)).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
 import libcst as cst

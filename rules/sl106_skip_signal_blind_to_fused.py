@@ -42,6 +42,9 @@ found-inf record, which is written before the fused optimizer's step runs.
 Safe for a post-hook on an optimizer stepped through one scaler: the hook then runs exactly for
 committed updates. No fix for wrappers of `optimizer.step` (they can do anything) or for accelerate,
 which runs the scaler itself.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [`torch.optim.Optimizer.register_step_post_hook`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.register_step_post_hook.html)

@@ -37,6 +37,9 @@ window is `(i + 1) % accum` on the `enumerate` index of the loop, so that `len(l
 exactly the number of windows per epoch; a runtime test shows the fixed one-cycle schedule then
 ends on its last step, with its final learning rate. Where a warmup length is in batches too, it is
 left for you to change.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
 from steplint.fixes import UNSAFE, Edit, Fix

@@ -35,6 +35,13 @@ before the backward (which steps the previous window), and when gradients are cl
 The fix tests `(step + 1) % accum == 0`. Safe: a runtime test shows every window, the first
 included, then holds `accum` micro-batches. Unsafe when the window block itself reads `step`
 (a checkpoint name, a logged step): those values move with the boundary.
+Consistency: every other test of the same `step % accum` in the function (the `no_sync()` test that
+picks the micro-batch whose backward all-reduces) is shifted with the window test, so the
+gradients are reduced on the micro-batch the optimizer steps on (proven on two gloo ranks); when
+one already reads `step + 1`, there is no fix.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Gradient accumulation](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
@@ -42,6 +49,7 @@ included, then holds `accum` micro-batches. Unsafe when the window block itself 
 
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
 from steplint.model.windows import accumulates, counts_from_zero, reads_in_window, update_boundaries
+from steplint.rewrite import window_index_readers
 from steplint.rule import Finding, rule
 
 
@@ -56,6 +64,14 @@ def check(model):
         applicability = UNSAFE if reads_in_window(model, boundary) else SAFE
         shifted = f"({counter.value} + 1)"
         title = f"Test `{shifted}{test[end - model.text.span(boundary.comparison)[0]:]}`"
-        fix = Fix(title, applicability, (Edit(start, end, shifted),))
         message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text.of(boundary.length)}`"
-        yield Finding(boundary.comparison, message, fix)
+        # every other read of the same `index % accum` (a `no_sync()` test) moves with the window
+        others, disagreeing = window_index_readers(model, counter, boundary.length, boundary.site.scope, boundary.comparison.left)
+        if disagreeing:
+            rows = ", ".join(str(model.text.rows(r)[0]) for r in disagreeing)
+            yield Finding(boundary.comparison, f"{message} (no fix: line {rows} already reads `{counter.value} + 1`, and one of the two must change with the other)")
+            continue
+        edits = [Edit(start, end, shifted)] + [Edit(*model.text.span(r.left), shifted) for r in others]
+        if others:
+            title += " and every other test of the same index"
+        yield Finding(boundary.comparison, message, Fix(title, applicability, tuple(edits)))

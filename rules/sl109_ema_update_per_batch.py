@@ -38,6 +38,9 @@ and for objects whose constructor the model does not know.
 The fix moves the EMA update to the end of the window block. Safe: a runtime test shows the average
 then counts updates (`n_averaged` equals the number of windows) and equals the EMA of the weights
 after each update.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
 from steplint.fixes import SAFE

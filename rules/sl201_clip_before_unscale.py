@@ -31,6 +31,9 @@ Silent for `accelerator.clip_grad_norm_` (it unscales), apex's `amp.master_param
 Safe: `scaler.unscale_(optimizer)` is inserted before the clip; `scaler.step` then does not unscale
 again. Where the code already calls `unscale_` after the clip, that call is moved up instead (a
 second call raises `unscale_() has already been called`); both shapes are proven by a runtime test.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Working with unscaled gradients](https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-unscaled-gradients)

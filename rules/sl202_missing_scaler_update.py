@@ -34,6 +34,9 @@ the earlier ones do (two optimizers sharing a scaler get one update after both s
 between them would unscale the second optimizer's gradients by a scale they were not scaled with).
 Proven at run time on both shapes (tests/test_runtime_scaler.py). When an `update()` exists but some path skips it (an early `continue`), there is no
 fix: where the update belongs depends on what that path means. The same holds after `unscale_`.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Typical mixed precision training](https://pytorch.org/docs/stable/notes/amp_examples.html#typical-mixed-precision-training)
@@ -54,7 +57,7 @@ def check(model):
         if step.strategy != SCALER or step.role is None or model.passes.update_left_to_callers(step):
             continue
         of_this_scaler = updates.get(model.object_key(step), [])
-        if any(model.passes.covers(u.site, step.site) for u in of_this_scaler):
+        if model.passes.covered_by_some([u.site for u in of_this_scaler], step.site):
             continue
         scaler = model.text.of(step.subject)
         fix = None

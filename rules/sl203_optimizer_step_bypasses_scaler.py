@@ -31,6 +31,9 @@ Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code a
 only where the step runs only with the scaled backward (a scaler that may be disabled or absent on
 the step's path gets no fix). Proven at run time, after a plain scaled backward and after
 `unscale_` and a clip (tests/test_runtime_scaler.py).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Typical mixed precision training](https://pytorch.org/docs/stable/notes/amp_examples.html#typical-mixed-precision-training)

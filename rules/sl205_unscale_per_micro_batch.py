@@ -35,6 +35,9 @@ The fix moves `unscale_` and the clipping statements right after it into the win
 its first clip or `scaler.step`. Safe: a runtime test shows the loop then runs, and clips and updates exactly as
 plain fp32 accumulation does. No fix when other clipping follows elsewhere in the micro-batch, or a
 clip's result is read outside the window.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
 - [Gradient accumulation](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)

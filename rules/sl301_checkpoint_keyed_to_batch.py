@@ -24,19 +24,26 @@ for i, batch in enumerate(loader):
         torch.save(model.state_dict(), f"ckpt-{global_step}.pt")
 ```
 
-Silent for values already in update units (`i // accum`), for counters advanced once per window
+Silent for values already in update units (`i // accum`), for a batch index or counter the code
+shows to be the data position by design (see SL102, SL304), for counters advanced once per window
 (SL102 checks whether they count skipped updates), in loops whose every batch commits an update, and
 for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts.
 
 ## Fix safety
 Unsafe, where one update counter advances in the window block: the fix names the checkpoint after
 it, which changes the checkpoint's file name or stored step.
+Consistency: every value feeding the save from the batch index changes with it (a `path` set from `i`
+in the same window), or there is no fix and the message names it; `i + 1` (batches done) becomes the
+counter itself once the counter counted this update, never `counter + 1` (proven at run time).
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
 import libcst as cst
 
 from steplint.fixes import UNSAFE, Edit, Fix
-from steplint.model import CHECKPOINT_SAVE, OPTIMIZER_STEP, SKIPPABLE_STEP
+from steplint.model import CHECKPOINT_SAVE, COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP
 from steplint.model.syntax import walk_expressions
 from steplint.rule import Finding, rule
 
@@ -56,10 +63,13 @@ def check(model):
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]
         if not mentions or model.counters.stores_data_position(save.node):
             continue
+        if all(model.units.unit_of_key(model.roles.key(n, save.site.scope)).by_design for n in mentions):
+            continue  # a data position by design: the checkpoint records where the data stands, in batches
         name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"
         message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"
-        yield Finding(mentions[0], message, _use_counter(model, save, update, mentions))
+        fix, advice = _use_counter(model, save, update, mentions, batches)
+        yield Finding(mentions[0], message + advice, fix)
 
 
 def _plain_mentions(node):
@@ -74,10 +84,41 @@ def _plain_mentions(node):
                 yield sub
 
 
-def _use_counter(model, save, update, mentions):
+def _use_counter(model, save, update, mentions, batches):
+    """Name the checkpoint after the update counter, with every value that feeds it agreeing: `i + 1`
+    (batches done) becomes the counter once it counted this update, and a local the save reads
+    (`path = f"ckpt-{i}.pt"`) set in the same window from the batch index changes with it.
+    Returns (fix, advice): the advice says what blocks the fix when there is none."""
     counters = [k for k in model.counters.windowed(update) if k]
     if len(counters) != 1 or not model.windows.same_window(update.site, save.site):
-        return None
-    text = counters[0].split(":", 1)[1]
-    edits = tuple(Edit(*model.text.span(n), text) for n in mentions)
-    return Fix(f"Key the checkpoint to `{text}`", UNSAFE, edits)
+        return None, ""
+    key = counters[0]
+    text = key.split(":", 1)[1]
+    increments = [e for e in model.of_kind(COUNTER_INCREMENT) if model.roles.key(e.subject, e.site.scope) == key]
+    counted = len(increments) == 1 and increments[0].order < save.order  # the counter already counts this update
+    edits = _replacements(model, save.node, mentions, text, counted)
+    for name in {n.value for n in _plain_mentions(save.node)} - {n.value for n in mentions}:
+        for node, site in model.statements_of(save.site.scope):
+            if not (isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)):
+                continue
+            read = [n for n in walk_expressions(node.value) if isinstance(n, cst.Name) and model.roles.key(n, site.scope) in batches]
+            if not read:
+                continue
+            if site.loop is not save.site.loop or site.order > save.order or not model.windows.same_window(update.site, site):
+                return None, f" (no fix: `{name}`, set on line {model.text.rows(node)[0]} from `{read[0].value}`, names it too, outside the window)"
+            edits += _replacements(model, node.value, read, text, counted)
+    return Fix(f"Key the checkpoint to `{text}`", UNSAFE, tuple(edits)), ""
+
+
+def _replacements(model, node, mentions, counter, counted):
+    """Edits that put the counter in place of each batch index mention; `i + 1` (batches done,
+    this one included) is the counter itself once the counter counted this update."""
+    plus_one = {
+        id(sub.left): sub for sub in walk_expressions(node)
+        if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Add) and isinstance(sub.right, cst.Integer) and sub.right.value == "1"
+    }
+    edits = []
+    for mention in mentions:
+        whole = plus_one.get(id(mention)) if counted else None
+        edits.append(Edit(*model.text.span(whole if whole is not None else mention), counter))
+    return edits

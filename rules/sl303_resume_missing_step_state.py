@@ -31,6 +31,14 @@ optimizer's state, from the same checkpoint, and only when the checkpoint holds 
 (`if checkpoint.get("scheduler") is not None:`), so checkpoints written before the entry existed
 still resume; an object that is `None` in some runs (a scaler built only with AMP) is restored only
 where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first).
+Binding: the restored object exists where the restore runs (not built later in the function, nor
+only in another method), and nothing builds it again after the restore (later in the function, in a
+loop around it, or in another method than `__init__`); otherwise no fix, and the message says which.
+Agreement: the fix appears once the checkpoint stores the state (SL302's unsafe fix, or your own):
+the next `--fix` applies it, never the run whose report showed no fix.
+Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
+diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+`--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
 import libcst as cst

@@ -35,7 +35,10 @@ for i, batch in enumerate(loader):
 The cadence may be kept in a flag (`should_eval = step % n == 0`, then `if should_eval:`), and a
 window count may be derived from the batch index (`step = i // accum`, tested every batch: repeats).
 
-Silent for cadences inside the window block on an update counter, and in loops without accumulation.
+Silent for cadences inside the window block on an update counter, in loops without accumulation, and
+on a batch index the code shows to be the data position by design (the loop resumes at a stored batch,
+`enumerate(loader, start=resumed + 1)`, or the learning rate is computed from it): counter and
+consumers then agree on batches.
 
 ## Fix safety
 No fix: which counter the cadence meant, and where in the window it belongs, is the author's call.
@@ -65,7 +68,10 @@ def check(model):
             scope = event.site.scope
             reads = cadence_reads(model, guard.test, scope)  # through `should_eval = step % n == 0`
             test = f"`{model.text.of(guard.test)}`" + "".join(f" (`{model.text.of(r)}`)" for r in reads[1:])
-            if event.kind != LOG and any(model.mentions(r, scope, k) for r in reads for k in batches):
+            read_batches = [k for k in batches if any(model.mentions(r, scope, k) for r in reads)]
+            if read_batches and all(model.units.unit_of_key(k).by_design for k in read_batches):
+                continue  # a data position by design: the cadence follows it, in batches, as its consumers do
+            if event.kind != LOG and read_batches:
                 # (logging every N micro-batches is a choice of granularity, not a wrong unit)
                 message = f"{test} counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window"
             elif any(model.mentions(r, scope, k) for r in reads for k in windows):

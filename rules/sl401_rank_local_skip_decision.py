@@ -38,7 +38,6 @@ what to reduce.
 import libcst as cst
 
 from steplint.model import COLLECTIVE, OPTIMIZER_STEP, SKIPPABLE_STEP
-from steplint.model.syntax import walk_expressions
 from steplint.model.guards import FINITENESS
 from steplint.rule import Finding, rule
 
@@ -60,13 +59,13 @@ def check(model):
 
 
 def _reduced(model, guard, step):
-    """The checked values went through a collective: gradients (DDP all-reduces them in backward),
-    or a value passed to `all_reduce`/`gather` earlier in the same function, or the value a reducing
+    """The checked values went through a collective: gradients or their norm (the model's
+    `same_on_every_rank`), or a value passed to `all_reduce`/`gather` earlier in the same function, or the value a reducing
     helper returned (`loss_value = reduce_mean(loss)`)."""
-    if any(isinstance(sub, cst.Attribute) and sub.attr.value == "grad" for sub in walk_expressions(guard.test)):
-        return True
     scope = step.site.scope
     order = model.order_of_expression(guard.test) or 0
+    if model.guards.same_on_every_rank(guard.test, scope, order):
+        return True
     for collective in model.events_in(scope, COLLECTIVE):
         if collective.order <= order:
             holder = model.structure.holder.get(id(collective.node))

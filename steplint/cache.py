@@ -1,8 +1,8 @@
 """A content-hash cache of each file's diagnostics (with their fixes), like ruff's.
 
 An entry is keyed by what decides the diagnostics: the file's path and text, the effective settings,
-steplint's version and the summaries of the modules the file depends on (the project index passes
-them in; without it, none). It lives in `.steplint_cache/` at the project root (the folder of the
+steplint's version and files, the running Python's version (its parser decides SL001) and the
+summaries of the modules the file depends on (the project index passes them in; without it, none). It lives in `.steplint_cache/` at the project root (the folder of the
 configuration file, else the working folder), or in the `cache-dir` setting or `STEPLINT_CACHE_DIR`.
 
 Entries are JSON, never trusted: one that does not read back as the diagnostics of its own key is a
@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import json
 import os
+import sys
 from typing import Iterable, List, Optional
 
 from steplint import __version__
@@ -32,7 +33,9 @@ def cache_key(path: str, text: str, settings: object, dependencies: Iterable[str
     """The key of one file's entry. `dependencies`: the summaries (any stable text) of the modules
     it depends on, so that editing one of them misses the entries of its dependents."""
     digest = hashlib.sha256()
-    for part in (f"steplint {__version__} format {_FORMAT} code {code_signature()}", os.path.abspath(path), repr(settings), *dependencies):
+    # (the running Python too: its parser decides SL001)
+    header = f"steplint {__version__} format {_FORMAT} code {code_signature()} python {sys.version_info[:3]}"
+    for part in (header, os.path.abspath(path), repr(settings), *dependencies):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     digest.update(text.encode("utf-8", "surrogatepass"))
@@ -132,7 +135,7 @@ def _plain(d: Diagnostic) -> dict:
 def _diagnostic(fields: dict) -> Diagnostic:
     fix = fields.get("fix")
     if fix is not None:
-        fix = Fix(fix["title"], fix["applicability"], tuple(Edit(*e) for e in fix["edits"]), fix["group"])
+        fix = Fix(fix["title"], fix["applicability"], tuple(Edit(*e) for e in fix["edits"]), fix["group"], fix.get("gate"))
     diagnostic = Diagnostic(**{**fields, "fix": fix})
     if not all(isinstance(getattr(diagnostic, name), int) for name in ("start", "end", "row", "column", "end_row", "end_column")):
         raise TypeError("not an entry of this cache")

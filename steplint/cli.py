@@ -13,19 +13,20 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import click
 
-from steplint import __version__, notebook
-from steplint.config import ConfigError, Overrides, Resolver, Settings
+from steplint import __version__, interrupt, notebook
+from steplint.config import ConfigError, Overrides, Resolver, Settings, parse_per_file_ignores
+from steplint.cli_help import SectionedCommand
 from steplint import cache
 from steplint.diagnostic import Diagnostic
 from steplint.engine import (
     INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, import_analysis, internal_error, lint_source,
-    needs_analysis,
+    needs_analysis, unanalysed_reason,
 )
-from steplint.files import FileError, NotRegularFile, discover, read_text, write_text
+from steplint.files import FileError, NotRegularFile, decode_source, discover, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
-from steplint.report import FORMATS, MACHINE_FORMATS
-from steplint.rule import all_rules
+from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES
+from steplint.rule import all_rules, fix_word, rule_text
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
 
@@ -41,6 +42,7 @@ class Mode:
     unsafe_fixes: bool = False
     diff: bool = False
     add_noqa: bool = False
+    noqa_reason: str = ""  # `--add-noqa=REASON`: written after the codes
     use_cache: bool = False  # read and write the cache (checks only: fixing always analyses)
 
 
@@ -71,7 +73,7 @@ def check_text(path: str, text: str, settings: Settings, mode: Mode, project=Non
             if d.code not in (SYNTAX_ERROR, UNUSED_NOQA) and d.noqa_row is not None:
                 rows.setdefault(d.noqa_row, []).append(d.code)
         source = Source(path, text)
-        edits = normalized(add_noqa_edits(source, comments(source), rows)) or []
+        edits = normalized(add_noqa_edits(source, comments(source), rows, mode.noqa_reason)) or []
         new = apply_edits(text, edits)
         if not reparses(new):
             return FileReport(path, text, diagnostics)
@@ -90,6 +92,8 @@ def checked_text(path: str, text: str, settings: Settings, mode: Mode, project=N
     try:
         return check_text(path, text, settings, mode, project)
     except Exception as error:  # a bug in steplint costs this file's results, never the run's
+        if interrupt.received():  # not a bug: Ctrl-C, met in another form while it unwound
+            raise interrupt.Interrupted() from error
         return _internal_error_report(path, text, error, _short_traceback(error))
 
 
@@ -120,9 +124,7 @@ def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> File
             report = _cached_check(path, file.text, settings, mode, project)
         else:
             report = checked_text(path, file.text, settings, mode, project)
-        if len(file.text) > MAX_ANALYSED_CHARS:
-            report.warning = (f"not analysed: {len(file.text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
-                              " steplint analyses (generated code or data?); only Python's syntax check ran")
+        report.warning = unanalysed_reason(path) or report.warning
         written = report.text if report.text != file.text else None
     if written is None or mode.diff:
         return report
@@ -145,7 +147,8 @@ def _cached_check(path: str, text: str, settings: Settings, mode: Mode, project=
     if found is not None:
         return FileReport(path, text, found)
     report = checked_text(path, text, settings, mode, project)
-    if not report.internal_traceback:
+    report.warning = unanalysed_reason(path) or ""
+    if not (report.internal_traceback or report.warning):  # (a file left unanalysed is checked, and named, again)
         cache.store(directory, key, report.diagnostics)
     return report
 
@@ -263,6 +266,9 @@ def _run(jobs: Sequence[Tuple[str, Settings, object]], mode: Mode, pool: Pool, t
         while following in answered:
             yield answered.pop(following)
             following += 1
+    while following in answered:  # the cache answered the rest (or everything: nothing went to the pool)
+        yield answered.pop(following)
+        following += 1
 
 
 def _answered_without_analysis(path: str, settings: Settings, project, text: Optional[str], analysed: bool) -> Optional[FileReport]:
@@ -290,19 +296,27 @@ def run() -> None:
     """The `steplint` command: `main`, then an exit without the interpreter's teardown once the
     output is flushed. A run over a tree leaves ~10^6 small objects (parse trees kept for the lint,
     summaries); freeing them one by one at shutdown took seconds and changes nothing."""
+    interrupt.install()
     code = 0
     try:
-        main()
+        try:
+            main()
+        finally:
+            interrupt.hold()
     except SystemExit as exit_:
         code = exit_.code or 0
         if not isinstance(code, int):  # sys.exit("message"), as Python would
             print(code, file=sys.stderr)
             code = 1
+    except interrupt.Interrupted:  # in any phase; the command's own cleanup has run
+        code = interrupt.EXIT_STATUS
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (`steplint check | head`): nothing more to say
             pass
+    if interrupt.received():  # whenever Ctrl-C landed before the exit
+        interrupt.exit_interrupted()
     os._exit(code)
 
 
@@ -312,53 +326,106 @@ def main() -> None:
     """steplint: find training loops whose schedules, counters and checkpoints count skipped updates."""
 
 
-@main.command()
+# The headings of `steplint check --help`, as ruff's.
+CHECK_SECTIONS = (
+    ("Options", ("fix", "unsafe_fixes", "show_fixes", "diff", "watch", "fix_only", "ignore_noqa", "output_format", "output_file", "statistics",
+                 "add_noqa", "show_files", "show_settings")),
+    ("Rule selection", ("select", "ignore", "extend_select", "per_file_ignores", "fixable", "unfixable", "extend_fixable")),
+    ("File selection", ("exclude", "extend_exclude", "force_exclude")),
+    ("Miscellaneous", ("no_cache", "jobs", "stdin_filename", "exit_zero", "exit_non_zero_on_fix")),
+    ("Log levels", ("verbose", "quiet")),
+    ("Global options", ("config_file", "isolated", "color", "help")),
+)
+
+
+class _CheckCommand(SectionedCommand):
+    """`--add-noqa[=REASON]` as ruff takes it: the reason only after `=`, so that `--add-noqa train.py`
+    still names a path (click's optional values would take it as the reason)."""
+
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        spelled = []
+        for index, arg in enumerate(args):
+            if arg == "--":
+                spelled.extend(args[index:])
+                break
+            spelled.extend(["--add-noqa", "--noqa-reason", arg.partition("=")[2]] if arg.startswith("--add-noqa=") else [arg])
+        return super().parse_args(ctx, spelled)
+
+
+@main.command(cls=_CheckCommand, sections=CHECK_SECTIONS)
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--fix", is_flag=True, help="Apply safe fixes.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply unsafe fixes (with --fix or --diff), and count them as available.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if there are any.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes that were applied.")
-@click.option("--add-noqa", is_flag=True, help="Add `# noqa` comments for the current diagnostics.")
-@click.option("--select", multiple=True, help="Rule codes or prefixes to enable, replacing the configured ones (comma-separated).")
-@click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
-@click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
+@click.option("--add-noqa", is_flag=True, help="(`--add-noqa[=REASON]`) Add `# noqa: CODE` comments for the current diagnostics; `--add-noqa=REASON` writes the reason after the codes.")
+@click.option("--noqa-reason", default="", hidden=True)  # (`--add-noqa=REASON`)
+@click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable, replacing the configured ones (comma-separated).")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Codes or prefixes to enable on top of the selection.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to disable.")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="Use this configuration file for every path.")
-@click.option("--output-format", type=click.Choice(list(FORMATS)), default="full", show_default=True)
+@click.option("--output-format", type=click.Choice(list(FORMATS)), default="full", metavar="FORMAT",
+              help=f"How to print the diagnostics: {', '.join(FORMATS)}.  [default: full]")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to this file.")
 @click.option("--statistics", is_flag=True, help="Count the diagnostics per rule instead of listing them.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when fixes were applied, even if nothing remains.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclude settings to paths given on the command line too.")
-@click.option("--stdin-filename", help="Read the source from stdin (path `-`) and report it under this name.")
+@click.option("--stdin-filename", metavar="PATH", help="Read the source from stdin (path `-`) and report it under this name.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the traceback of internal errors.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour the output; auto: on a terminal, unless NO_COLOR is set (FORCE_COLOR forces it).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache (.steplint_cache).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes to use (default: the available cores; 1: no pool).")
-def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_select, ignore, config_file, output_format,
+@click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N", help="Processes to use (default: the available cores; 1: no pool).")
+@click.option("--fix-only", is_flag=True, help="Apply fixes and report nothing else; exit 0 unless --exit-non-zero-on-fix (implies --fix).")
+@click.option("--fixable", multiple=True, metavar="CODES", help="Rule codes or prefixes whose fixes may be applied, replacing the configured list.")
+@click.option("--unfixable", multiple=True, metavar="CODES", help="Rule codes or prefixes whose fixes are never offered.")
+@click.option("--extend-fixable", multiple=True, metavar="CODES", help="Codes or prefixes to add to the fixable ones.")
+@click.option("--exclude", multiple=True, metavar="GLOBS", help="Globs to exclude, replacing the configured list (comma-separated).")
+@click.option("--extend-exclude", multiple=True, metavar="GLOBS", help="Globs to exclude on top of the configured ones.")
+@click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES", help="Ignore CODES in files matching GLOB, replacing the configured table.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file: the defaults and the command line only.")
+@click.option("--ignore-noqa", is_flag=True, help="Report what `# noqa` comments suppress.")
+@click.option("--show-settings", is_flag=True, help="Print the settings resolved for the first file, and exit.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
+@click.option("-w", "--watch", is_flag=True, help="Check again whenever a checked file or its configuration changes.")
+def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, noqa_reason, select, extend_select, ignore, config_file, output_format,
           output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet, verbose, color,
-          no_cache, jobs) -> None:
+          no_cache, jobs, fix_only, fixable, unfixable, extend_fixable, exclude, extend_exclude, per_file_ignores, isolated, ignore_noqa,
+          show_settings, show_files, watch) -> None:
     """Check PATHS (files or folders; default: the current folder; `-` for stdin)."""
-    mode = Mode(fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, use_cache=not no_cache)
+    if watch:
+        _watch(click.get_current_context(), paths)
+        return
+    if isolated and config_file:
+        raise click.UsageError("--isolated and --config exclude each other")
+    mode = Mode(fix=fix or fix_only, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, noqa_reason=noqa_reason,
+                use_cache=not no_cache)
     pool = Pool(jobs or available_cores())  # (its workers start only if the work pays for them)
+    click.get_current_context().call_on_close(pool.close)  # however the command ends (Ctrl-C in any phase)
     try:
-        resolver = Resolver(Overrides(_codes(select), _codes(ignore), _codes(extend_select)), config_file)
+        overrides = Overrides(_codes(select), _codes(ignore), _codes(extend_select), _codes(fixable), _codes(unfixable), _codes(extend_fixable),
+                              _codes(exclude), _codes(extend_exclude), parse_per_file_ignores(per_file_ignores), ignore_noqa)
+        resolver = Resolver(overrides, config_file, isolated)
         if paths == ("-",) or (stdin_filename and not paths):
             _check_stdin(resolver, stdin_filename, mode, output_format, force_exclude, exit_zero, exit_non_zero_on_fix, verbose, color)
             return
+        files, unreachable = _discovered(paths, resolver, force_exclude)
         excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
-        files, missing = discover(paths or (".",), excluded, force_exclude, lambda p: resolver.settings_for(p).included(p))
+        if show_files or show_settings:
+            pool.close()
+            _show(files, unreachable, paths, resolver, show_settings)
         collect_garbage_rarely()
-        if not missing and _first_large_run(files, resolver, mode):
+        if _first_large_run(files, resolver, mode):
             pool.start(import_analysis)
-        texts = _readable_texts(files) if not missing else {}
+        texts = _readable_texts(files)
         analysed = {p for p, text in texts.items() if needs_analysis(text)}
         from steplint.project.build import MAX_FILE_BYTES
 
         # (Texts that may be over the index's byte limit are left for it to read, and skip, itself.)
         small = {p: text for p, text in texts.items() if len(text) * 4 <= MAX_FILE_BYTES}
-        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed]) if not missing else None
+        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed])
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         pool.close()
@@ -366,22 +433,21 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
         sys.exit(2)
     for note in project.notes if project else ():
         click.echo(f"steplint: note: {note}", err=True)
-    for path in missing:
-        click.echo(f"steplint: error: {path}: no such file or directory", err=True)
-    if missing:
-        sys.exit(2)
+    for problem in unreachable:  # the rest is checked, and the exit status is theirs
+        click.echo(f"steplint: warning: {problem}", err=True)
     if not files:
         click.echo("steplint: warning: No Python files found under the given path(s)", err=True)
-    try:
+    try:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
         reports = _with_progress(_run(work, mode, pool, texts, analysed), len(work))
-    except KeyboardInterrupt:
-        click.echo("\nsteplint: interrupted; each file is either fixed or unchanged (writes are atomic)", err=True)
-        sys.exit(130)
-    finally:  # on Ctrl-C: files not started stay as they are; started ones finish their atomic write
+    finally:
         pool.close()
     _file_messages(reports, verbose)
     diagnostics = [d for r in reports for d in r.diagnostics]
     sources = {r.path: r.text for r in reports}
+    if fix_only:
+        _fix_only_summary(reports, diff, quiet)
+        fixed_any = any(r.fixed for r in reports)
+        sys.exit(_exit_status(diagnostics, diff and any(r.diff for r in reports), exit_zero, exit_non_zero_on_fix and fixed_any and not diff))
     if add_noqa:
         added = sum(r.noqa_added for r in reports)
         click.echo(f"Added {added} noqa {'directive' if added == 1 else 'directives'}.", err=quiet)
@@ -389,7 +455,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
     if diff:
         click.echo("".join(r.diff for r in reports), nl=False)
     else:
-        rendered = _statistics(diagnostics, output_format) if statistics else FORMATS[output_format](diagnostics, sources)
+        rendered = _statistics(diagnostics, output_format) if statistics else _render(output_format, diagnostics, sources, mode)
         if output_file:
             with open(output_file, "w", encoding="utf-8") as handle:
                 handle.write(rendered if color == "always" else click.unstyle(rendered))
@@ -400,6 +466,88 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, select, extend_s
     found = any(r.diff for r in reports) if diff else bool(diagnostics)
     fixed_any = any(r.fixed for r in reports)
     sys.exit(_exit_status(diagnostics, found, exit_zero, exit_non_zero_on_fix and fixed_any and not diff))
+
+
+def _discovered(paths, resolver: Resolver, force_exclude: bool) -> Tuple[List[str], List[str]]:
+    """discover() with the settings of the first path: `force-exclude` and `respect-gitignore` from
+    the configuration as well as the command line."""
+    first = resolver.settings_for((paths or (".",))[0])
+    return discover(paths or (".",), lambda p: resolver.settings_for(p).excluded(p), force_exclude or first.force_exclude,
+                    lambda p: resolver.settings_for(p).included(p), first.respect_gitignore)
+
+
+def _show(files: List[str], unreachable: List[str], paths, resolver: Resolver, settings: bool) -> None:
+    """--show-files: the files a check would read, absolute and sorted, as ruff prints them;
+    --show-settings: the settings resolved for the first of them (or the first path), and exit 0."""
+    for problem in unreachable:  # as a check warns of them
+        click.echo(f"steplint: warning: {problem}", err=True)
+    if not settings:
+        for path in sorted(os.path.abspath(f) for f in files):
+            click.echo(path)
+        sys.exit(0)
+    target = files[0] if files else (paths or (".",))[0]
+    resolved = resolver.settings_for(target)
+    click.echo(f"Resolved settings for: {os.path.abspath(target)}")
+    click.echo(f"Settings path: {resolved.origin}\n")
+    for name, value in vars(resolved).items():
+        click.echo(f"{name.replace('_', '-')} = {_setting_text(value)}")
+    click.echo(f"enabled-rules = {_setting_text(tuple(resolved.enabled_rules(target)))}")
+    click.echo(f"fixable-rules = {_setting_text(tuple(sorted(resolved.fixable_codes())))}")
+    sys.exit(0)
+
+
+def _setting_text(value) -> str:
+    """A setting as TOML would write it."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_setting_text(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "(none)"
+    return json.dumps(value)
+
+
+def _fix_only_summary(reports: List[FileReport], diff: bool, quiet: bool) -> None:
+    """--fix-only reports no diagnostics: the diff (with --diff), and how many fixes, as ruff's does."""
+    fixed = sum(len(r.fixed) for r in reports)
+    if diff:
+        click.echo("".join(r.diff for r in reports), nl=False)
+    if not quiet:
+        verb = "Would fix" if diff else "Fixed"
+        click.echo(f"{verb} {fixed} {_plural(fixed, 'error')}." if fixed else "No errors fixed.", err=diff)
+
+
+def _watch(ctx: click.Context, paths) -> None:
+    """--watch: the same check, run again on each change (configuration files are read afresh)."""
+    from steplint import config, watch
+
+    def check_once() -> None:
+        config.load_config.cache_clear()
+        config.find_config.cache_clear()
+        try:
+            ctx.invoke(check, **{**ctx.params, "watch": False})
+        except SystemExit:
+            pass
+        sys.stdout.flush()
+
+    def files_now() -> List[str]:
+        try:
+            resolver = Resolver(Overrides(), ctx.params["config_file"], ctx.params["isolated"])
+            return _discovered(paths, resolver, ctx.params["force_exclude"])[0]
+        except ConfigError:  # a configuration being edited: watch the paths named until it reads again
+            return list(paths or (".",))
+
+    try:
+        watch.watch(check_once, files_now, lambda message: click.echo(f"steplint: {message}", err=True))
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+def _render(output_format: str, diagnostics: List[Diagnostic], sources: Dict[str, str], mode: Mode) -> str:
+    """The report in the format; `[*]` marks what `--fix` would apply under this run's --unsafe-fixes."""
+    if output_format in MARKS_FIXES:
+        return FORMATS[output_format](diagnostics, sources, unsafe_fixes=mode.unsafe_fixes)
+    return FORMATS[output_format](diagnostics, sources)
 
 
 def _exit_status(diagnostics: List[Diagnostic], found: bool, exit_zero: bool, fixed_and_asked: bool) -> int:
@@ -445,21 +593,31 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     """Editors pipe a buffer in: diagnostics to stdout, or with --fix the fixed source to stdout and
     the remaining diagnostics to stderr."""
     path = name or "-"
-    text = click.get_text_stream("stdin").read()
+    raw = click.get_binary_stream("stdin").read()
     settings = resolver.settings_for(path)
     if force_exclude and name and settings.excluded(path):
         if mode.fix:
-            click.echo(text, nl=False)
+            _write_stdout(raw)
         sys.exit(0)
+    try:  # as a file is read: its BOM, declared encoding and line breaks kept
+        source = decode_source(raw)
+    except FileError as error:
+        if mode.fix or mode.add_noqa:
+            _write_stdout(raw)
+        undecodable = [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else []
+        click.echo(FORMATS[output_format](undecodable, {path: ""}), nl=False, err=mode.fix or mode.add_noqa)
+        sys.exit(_exit_status(undecodable, bool(undecodable), exit_zero, False))
+    text = source.text
     if notebook.is_notebook(path):
         report, written = check_notebook(path, text, settings, mode)
     else:
         project = _project_index([path], lambda p: resolver.settings_for(p).excluded(p), resolver, mode, {path: text}) if name else None
         report, written = checked_text(path, text, settings, mode, project.context_for(path) if project else None), None
+        report.warning = unanalysed_reason(path) or report.warning
     _file_messages([report], verbose)
-    rendered = FORMATS[output_format](report.diagnostics, {path: report.text})
+    rendered = _render(output_format, report.diagnostics, {path: report.text}, mode)
     if mode.fix or mode.add_noqa:
-        click.echo(written or (text if notebook.is_notebook(path) else report.text), nl=False)
+        _write_stdout((written or (text if notebook.is_notebook(path) else report.text)).encode(source.encoding))
         click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))
     elif mode.diff:
         click.echo(report.diff, nl=False)
@@ -467,6 +625,14 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         click.echo(rendered, nl=False, color=use_color(color, sys.stdout))
     found = bool(report.diff) if mode.diff else bool(report.diagnostics)
     sys.exit(_exit_status(report.diagnostics, found, exit_zero, bool(exit_non_zero_on_fix and report.fixed and not mode.diff)))
+
+
+def _write_stdout(data: bytes) -> None:
+    """Source text to stdout, as bytes: no newline translation, in the source's own encoding."""
+    sys.stdout.flush()
+    stream = click.get_binary_stream("stdout")
+    stream.write(data)
+    stream.flush()
 
 
 def _statistics(diagnostics: List[Diagnostic], output_format: str) -> str:
@@ -515,32 +681,34 @@ def _plural(count: int, word: str, plural: Optional[str] = None) -> str:
 
 
 @main.command("rule")
-@click.argument("code", required=False)
+@click.argument("code", metavar="CODE_OR_NAME", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rule_command(code, show_all, output_format) -> None:
-    """Print a rule's documentation, or list the catalogue with --all."""
+    """Print a rule's documentation (by code, SL101, or name, scheduler-step-on-skipped-update), or list the catalogue with --all."""
     rules = all_rules()
     if show_all or not code:
         if output_format == "json":
             click.echo(json.dumps([_rule_dict(r) for r in rules.values()], indent=2))
         else:
-            rows = [(r.code, r.name, _fix_word(r.fix), r.summary) for r in rules.values()]
+            rows = [(r.code, r.name, fix_word(r.fix), r.summary) for r in rules.values()]
             widths = [max(len(row[i]) for row in rows) for i in range(3)]
             for row in rows:
                 click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
         return
-    found = rules.get(code.upper())
+    found = _rule_named(rules, code)
     if found is None:
-        raise click.UsageError(f"unknown rule code {code!r}; `steplint rule --all` lists them")
+        raise click.UsageError(f"unknown rule {code!r}; `steplint rule --all` lists the codes and names")
     if output_format == "json":
         click.echo(json.dumps(_rule_dict(found), indent=2))
     else:
-        click.echo(f"# {found.name} ({found.code})\n\n{_fix_word(found.fix).capitalize()}.\n\n{found.doc}")
+        click.echo(rule_text(found))
 
 
-def _fix_word(fix: Optional[str]) -> str:
-    return {"safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "fix sometimes available"}.get(fix or "", "no fix")
+def _rule_named(rules, code_or_name: str):
+    """A rule by its code (`SL101`) or its kebab-case name (`scheduler-step-on-skipped-update`), as ruff takes either."""
+    by_name = {r.name: r for r in rules.values()}
+    return rules.get(code_or_name.upper()) or by_name.get(code_or_name.lower())
 
 
 def _rule_dict(r) -> dict:
@@ -550,8 +718,11 @@ def _rule_dict(r) -> dict:
 @main.command("server")
 def server_command() -> None:
     """Run the language server over stdio, for editors (alias: lsp)."""
+    import signal
+
     from steplint.server import serve  # pygls loads only for the server
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is the server's own to handle
     serve()
 
 

@@ -8,6 +8,7 @@ path, or from `--config FILE`. Each configuration file is read and checked once 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -16,7 +17,7 @@ from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 from steplint.files import SKIPPED_DIRS
 from steplint.globs import matches
 from steplint.rule import Rule, all_rules
-from steplint.suppress import BASES
+from steplint.suppress import BASES, DECLARED_UNITS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,8 +51,16 @@ class Settings:
     include: Tuple[str, ...] = DEFAULT_INCLUDE  # which files a folder walk picks up
     extend_include: Tuple[str, ...] = ()
     per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    respect_gitignore: bool = True  # folder walks skip what git ignores
+    force_exclude: bool = False  # exclude and include apply to paths named on the command line too
+    ignore_noqa: bool = False  # `--ignore-noqa`: report what `# noqa` comments suppress
+    fixable: Tuple[str, ...] = ("ALL",)  # the rules whose fixes are offered and applied
+    unfixable: Tuple[str, ...] = ()
+    extend_fixable: Tuple[str, ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
+    target_version: Optional[str] = None  # "3.12": the Python the project targets (`target-version`, else requires-python)
+    units: Tuple[Tuple[str, str], ...] = ()  # `[tool.steplint.units]`: (counter name, declared unit)
     cache_dir: Optional[str] = None  # `cache-dir`, absolute; None: STEPLINT_CACHE_DIR, else .steplint_cache in root
     root: str = "."  # the folder that exclude and per-file-ignores globs are relative to
     origin: str = "defaults"  # the file the settings came from, for messages
@@ -65,6 +74,11 @@ class Settings:
                     codes = codes - expand(ignored, "per-file-ignores", self.origin)
         rules = all_rules()
         return {code: rules[code] for code in sorted(codes)}
+
+    def fixable_codes(self) -> FrozenSet[str]:
+        """The codes whose fixes are offered (`fixable`, `extend-fixable`, less `unfixable`): a team can
+        keep a rule's fix out of `--fix` and review those places by hand."""
+        return _enabled(self.fixable + self.extend_fixable, self.unfixable, self.origin)
 
     def relative(self, path: str) -> str:
         return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
@@ -119,7 +133,7 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
     settings = Settings(root=root, origin=origin)
     changes: Dict[str, object] = {}
     for key, value in table.items():
-        if key in ("select", "ignore", "extend-select"):
+        if key in ("select", "ignore", "extend-select", "fixable", "unfixable", "extend-fixable"):
             codes = _strings(value, key, origin)
             expand(codes, key, origin)
             changes[key.replace("-", "_")] = codes
@@ -134,6 +148,10 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
                 expand(codes, f"per-file-ignores.{pattern!r}", origin)
                 pairs.append((pattern, codes))
             changes["per_file_ignores"] = tuple(pairs)
+        elif key in ("respect-gitignore", "force-exclude"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{origin}: {key}: expected true or false, got {value!r}")
+            changes[key.replace("-", "_")] = value
         elif key == "schedule-basis":
             changes["schedule_basis"] = _choice(value, key, origin, BASES)
         elif key == "recipe":
@@ -142,8 +160,19 @@ def settings_from_table(table: Mapping[str, object], root: str, origin: str) -> 
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{origin}: cache-dir: expected a folder name, got {value!r}")
             changes["cache_dir"] = os.path.join(root, os.path.expanduser(value))
+        elif key == "target-version":
+            match = re.fullmatch(r"py3(\d+)", value) if isinstance(value, str) else None
+            if match is None:
+                raise ConfigError(f"{origin}: target-version: expected a version such as \"py312\", got {value!r}")
+            changes["target_version"] = f"3.{match.group(1)}"
         elif key == "fix-gate":
             changes["fix_gate"] = _choice(value, key, origin, FIX_GATES)
+        elif key == "units":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{origin}: units: expected a table such as `batch_idx_train = \"batches\"`, got {value!r}")
+            for name, unit in value.items():
+                _choice(unit, f"units.{name}", origin, tuple(DECLARED_UNITS))
+            changes["units"] = tuple(value.items())
         elif key == "roles":
             if not isinstance(value, dict):
                 raise ConfigError(f"{origin}: roles: expected a table such as `scheduler = [\"warmup_policy\"]`, got {value!r}")
@@ -168,6 +197,14 @@ def load_config(path: str) -> Settings:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    table, origin = _steplint_table(path, data)
+    root = os.path.dirname(os.path.abspath(path))
+    settings = settings_from_table(_extended(table, path, origin, (os.path.realpath(path),)), root, origin)
+    return settings if settings.target_version else replace(settings, target_version=requires_python(root))
+
+
+def _steplint_table(path: str, data: dict) -> Tuple[dict, str]:
+    """The file's steplint table and its name for messages."""
     if os.path.basename(path) == "pyproject.toml":
         data = data.get("tool", {}).get("steplint", {})
         origin = f"{path} [tool.steplint]"
@@ -175,7 +212,56 @@ def load_config(path: str) -> Settings:
         origin = path
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a table")
-    return settings_from_table(data, os.path.dirname(os.path.abspath(path)), origin)
+    return data, origin
+
+
+def _extended(table: dict, path: str, origin: str, chain: Tuple[str, ...]) -> dict:
+    """The table merged over the one its `extend` names (a path relative to this file), recursively:
+    this file's keys win. A cycle is an error naming the files."""
+    if "extend" not in table:
+        return table
+    own = {k: v for k, v in table.items() if k != "extend"}
+    base_name = table["extend"]
+    if not isinstance(base_name, str) or not base_name:
+        raise ConfigError(f"{origin}: extend: expected the path of a configuration file, got {base_name!r}")
+    base = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(base_name))
+    if os.path.realpath(base) in chain:
+        cycle = " -> ".join(list(chain) + [os.path.realpath(base)])
+        raise ConfigError(f"{origin}: extend: configuration files extend each other in a cycle: {cycle}")
+    try:
+        with open(base, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"{origin}: extend: cannot read {base}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{base}: invalid TOML: {error}") from None
+    base_table, base_origin = _steplint_table(base, data)
+    merged = _extended(base_table, base, base_origin, chain + (os.path.realpath(base),))
+    settings_from_table(merged, os.path.dirname(os.path.abspath(base)), base_origin)  # its errors name its file
+    return {**merged, **own}
+
+
+_LOWER_BOUND = re.compile(r"(?:>=|~=|==)\s*(\d+)\.(\d+)")
+
+
+@lru_cache(maxsize=None)
+def requires_python(folder: str) -> Optional[str]:
+    """The lowest Python ("3.12") that the nearest pyproject.toml at or above `folder` requires
+    (`[project] requires-python`), or None."""
+    while True:
+        pyproject = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(pyproject):
+            try:
+                with open(pyproject, "rb") as handle:
+                    required = tomllib.load(handle).get("project", {}).get("requires-python")
+            except (OSError, tomllib.TOMLDecodeError):
+                return None  # (a pyproject.toml that is not TOML is reported where it configures steplint)
+            bounds = _LOWER_BOUND.findall(required) if isinstance(required, str) else []
+            return ".".join(min(bounds, key=lambda b: (int(b[0]), int(b[1])))) if bounds else None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 @lru_cache(maxsize=None)
@@ -193,11 +279,15 @@ def find_config(folder: str) -> Optional[str]:
 
 
 def _has_steplint_table(pyproject: str) -> bool:
+    """Whether a pyproject.toml configures steplint. One that is not TOML may well (and ruff and pip
+    refuse it too): an error, never a silent fallback to the defaults."""
     try:
         with open(pyproject, "rb") as handle:
             return "steplint" in tomllib.load(handle).get("tool", {})
-    except (OSError, tomllib.TOMLDecodeError):
+    except OSError:
         return False
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -207,9 +297,16 @@ class Overrides:
     select: Tuple[str, ...] = ()
     ignore: Tuple[str, ...] = ()
     extend_select: Tuple[str, ...] = ()
+    fixable: Tuple[str, ...] = ()
+    unfixable: Tuple[str, ...] = ()
+    extend_fixable: Tuple[str, ...] = ()
+    exclude: Tuple[str, ...] = ()
+    extend_exclude: Tuple[str, ...] = ()
+    per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    ignore_noqa: bool = False
 
     def apply(self, settings: Settings) -> Settings:
-        changed = settings
+        changed = _file_overrides(self, _fix_overrides(self, settings))
         if self.select:
             changed = replace(changed, select=self.select, extend_select=())
         if self.ignore:
@@ -221,12 +318,56 @@ class Overrides:
         return changed
 
 
+def _fix_overrides(overrides: Overrides, settings: Settings) -> Settings:
+    """`--fixable` replaces the configured list, `--unfixable` and `--extend-fixable` add to theirs, as ruff's do."""
+    changed = settings
+    if overrides.fixable:
+        changed = replace(changed, fixable=overrides.fixable, extend_fixable=())
+    if overrides.unfixable:
+        changed = replace(changed, unfixable=changed.unfixable + overrides.unfixable)
+    if overrides.extend_fixable:
+        changed = replace(changed, extend_fixable=changed.extend_fixable + overrides.extend_fixable)
+    expand(changed.fixable + changed.extend_fixable, "fixable", "command line")
+    expand(changed.unfixable, "unfixable", "command line")
+    return changed
+
+
+def _file_overrides(overrides: Overrides, settings: Settings) -> Settings:
+    """`--exclude` and `--per-file-ignores` replace the configured lists, `--extend-exclude` adds to it
+    (globs relative to the configuration's folder, as in the file); `--ignore-noqa`."""
+    changed = settings
+    if overrides.exclude:
+        changed = replace(changed, exclude=overrides.exclude)
+    if overrides.extend_exclude:
+        changed = replace(changed, extend_exclude=changed.extend_exclude + overrides.extend_exclude)
+    if overrides.per_file_ignores:
+        for pattern, codes in overrides.per_file_ignores:
+            expand(codes, f"per-file-ignores {pattern!r}", "command line")
+        changed = replace(changed, per_file_ignores=overrides.per_file_ignores)
+    if overrides.ignore_noqa:
+        changed = replace(changed, ignore_noqa=True)
+    return changed
+
+
+def parse_per_file_ignores(values: Iterable[str]) -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
+    """`--per-file-ignores 'GLOB:CODE,CODE'` (repeatable) as the setting's pairs."""
+    pairs = []
+    for value in values:
+        pattern, colon, codes = value.rpartition(":")
+        if not colon or not pattern or not codes.strip():
+            raise ConfigError(f"command line: per-file-ignores: expected GLOB:CODES, got {value!r}")
+        pairs.append((pattern, tuple(c.strip() for c in codes.split(",") if c.strip())))
+    return tuple(pairs)
+
+
 class Resolver:
     """Settings for each checked path: from `--config FILE`, or the nearest configuration file."""
 
-    def __init__(self, overrides: Overrides, config_file: Optional[str] = None) -> None:
+    def __init__(self, overrides: Overrides, config_file: Optional[str] = None, isolated: bool = False) -> None:
         self.overrides = overrides
         self.fixed = overrides.apply(load_config(config_file)) if config_file else None
+        if isolated:  # `--isolated`: no configuration file at all, the defaults rooted here
+            self.fixed = overrides.apply(Settings(root=os.getcwd()))
         self._by_file: Dict[Optional[str], Settings] = {}
 
     def settings_for(self, path: str) -> Settings:
@@ -234,7 +375,8 @@ class Resolver:
             return self.fixed
         folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
         config = find_config(folder)
-        if config not in self._by_file:
-            base = load_config(config) if config else Settings(root=os.getcwd())
-            self._by_file[config] = self.overrides.apply(base)
-        return self._by_file[config]
+        key = config or requires_python(folder)  # (without a configuration: the defaults, and the project's Python)
+        if key not in self._by_file:
+            base = load_config(config) if config else Settings(root=os.getcwd(), target_version=requires_python(folder))
+            self._by_file[key] = self.overrides.apply(base)
+        return self._by_file[key]

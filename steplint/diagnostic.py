@@ -21,7 +21,7 @@ class Diagnostic:
     end_row: int
     end_column: int
     fix: Optional[Fix] = None
-    url: str = ""
+    url: Optional[str] = None  # (no hosted docs: null in the JSON output, as steplint rule CODE prints the docs)
     noqa_row: Optional[int] = None  # the row where `# noqa` suppresses it
     cell: Optional[int] = None  # in a notebook: the cell (1-based, as Jupyter counts), rows count within it
 

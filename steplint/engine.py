@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import gc
 import re
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional
 
@@ -13,8 +15,8 @@ from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
-from steplint.source import Source, parse_python
-from steplint.suppress import comments, removal_edit, suppressing, unused_codes
+from steplint.source import Source, parse_python, parser_text
+from steplint.suppress import Comments, comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -25,6 +27,9 @@ _NESTING_RECURSION_LIMIT = 20_000
 # Larger files are generated code or embedded data; LibCST would take minutes over them, so they get
 # Python's syntax check only (and the command line says so).
 MAX_ANALYSED_CHARS = 2_000_000
+# LibCST and the model take time superlinear in how deep expressions nest (a flat sum of 4,000 terms
+# is a binary tree 4,000 deep: 17 s; 10,000 overflowed the C stack). Hand-written code stays far below.
+MAX_ANALYSED_NESTING = 200
 # A file without any of these has no update, scheduler, scaler, resume or steplint noqa to check
 # (searched in the lowercased text: substring tests are many times faster than one regex with re.I).
 _CANDIDATES = (".step(", "step_update", "scaler", "load_state_dict", "param_groups")
@@ -39,7 +44,6 @@ _OWN_NOQA = re.compile(r"noqa\s*:[^\n]*\bsl\d{3}|steplint\s*:\s*noqa", re.I)  # 
 MAX_FIX_ROUNDS = 25
 INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
-ISSUES_URL = "https://github.com/steplint/steplint/issues"
 UNUSED_NOQA = "SL002"
 
 
@@ -82,8 +86,19 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     # and its tree tells the positions of reported statements later.
     python_tree = parse_python(text, path)
     if isinstance(python_tree, Exception):
+        newer = _newer_target(settings)
+        if newer and isinstance(python_tree, SyntaxError) and python_tree.lineno is not None:
+            # Not broken, perhaps: this interpreter's grammar is older than the project's.
+            _UNANALYSED[path] = (f"not analysed: Python {RUNNING_PYTHON}, which runs steplint, cannot parse it ({python_tree.msg}, line"
+                                 f" {python_tree.lineno}), and the project targets Python {newer}, whose grammar is newer; run steplint"
+                                 f" with Python {newer} or later to check it")
+            return []
         return [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
-    if not needs_analysis(text) or len(text) > MAX_ANALYSED_CHARS:
+    if not needs_analysis(text):
+        return []
+    skipped = analysis_bound(text, python_tree)
+    if skipped is not None:
+        _UNANALYSED[path] = skipped
         return []
     import libcst as cst  # only files that pass the prefilter pay for importing the parser
 
@@ -108,6 +123,41 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
         return [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
 
 
+def analysis_bound(text: str, python_tree: Optional[ast.AST] = None) -> Optional[str]:
+    """Why a file is not analysed, only syntax-checked: more text, or deeper nesting, than steplint
+    analyses in bounded time and memory; None when it is analysed. (`python_tree`: Python's parse of
+    the text, when made.) The command line warns with it; the language server can publish it."""
+    if len(text) > MAX_ANALYSED_CHARS:
+        return (f"not analysed: {len(text) / 1e6:.1f} million characters, more than the {MAX_ANALYSED_CHARS / 1e6:.0f} million"
+                " steplint analyses (generated code or data?); only Python's syntax check ran")
+    tree = parse_python(text) if python_tree is None else python_tree
+    if not isinstance(tree, Exception) and _nests_deeper(tree, MAX_ANALYSED_NESTING):
+        return (f"not analysed: code nested more than {MAX_ANALYSED_NESTING} levels deep (a generated sum or table?),"
+                " which steplint cannot analyse in bounded time; only Python's syntax check ran")
+    return None
+
+
+def _nests_deeper(tree: ast.AST, limit: int) -> bool:
+    """Whether Python's syntax tree is more than `limit` nodes deep (iteratively: no recursion)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return False
+
+
+# Files of this process that lint_source left unanalysed (path -> analysis_bound's reason): the command
+# line that linted them takes the reason, for its warning (unanalysed_reason).
+_UNANALYSED: Dict[str, str] = {}
+
+
+def unanalysed_reason(path: str) -> Optional[str]:
+    """Why the last lint of `path` in this process did not analyse it (taken once), or None."""
+    return _UNANALYSED.pop(path, None)
+
+
 # Modules the project index parsed for files this run lints next (in this process, or in a pool forked
 # from it): each such file is parsed once per run. path -> (text, module); the lint takes its entry.
 _KEPT: Dict[str, tuple] = {}
@@ -120,7 +170,7 @@ def parse_and_keep(path: str, text: str) -> cst.Module:
     kept = _KEPT.get(path)
     if kept is not None and kept[0] == text:
         return kept[1]
-    module = cst.parse_module(text)
+    module = cst.parse_module(parser_text(text))
     _KEPT[path] = (text, module)
     return module
 
@@ -129,7 +179,7 @@ def _parsed(path: str, text: str) -> cst.Module:
     import libcst as cst
 
     kept = _KEPT.pop(path, None)
-    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(text)
+    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(parser_text(text))
 
 
 def _from_recursion(error: BaseException) -> bool:
@@ -146,15 +196,19 @@ def _from_recursion(error: BaseException) -> bool:
 
 def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
     from steplint.model import build_model
+    from steplint.rewrite import vetted
 
     model = build_model(source, module, settings, project)
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
     # a `noqa` that lists a steplint code (it may be unused: SL002), else at the first finding.
     found_comments = comments(source) if _OWN_NOQA.search(source.text) else None
+    if settings.ignore_noqa:  # `--ignore-noqa`: every finding is reported, and no directive is unused
+        found_comments = Comments({}, False, source)
     if found_comments is not None and found_comments.file_exempt:
         return []
     found: List[Diagnostic] = []
     used = set()
+    fixable = settings.fixable_codes()
     for code, rule in rules.items():
         if rule.check is None:
             continue
@@ -172,13 +226,14 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
             if noqa is not None:
                 used.add((noqa, code))
                 continue
+            finding = vetted(model, finding)  # (after suppression: a suppressed finding's fix is never written)
             start, end = model.text.span(finding.node)
             noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
-            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix, noqa_row))
-    if UNUSED_NOQA in rules and found_comments is not None:
+            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix if code in fixable else None, noqa_row))
+    if UNUSED_NOQA in rules and found_comments is not None and not settings.ignore_noqa:
         for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
             listed = ", ".join(f"`{c}`" for c in unused)
-            fix = Fix("Remove the unused suppression", SAFE, (removal_edit(source, directive, unused),))
+            fix = Fix("Remove the unused suppression", SAFE, (removal_edit(source, directive, unused),)) if UNUSED_NOQA in fixable else None
             found.append(_diagnostic(source, rules[UNUSED_NOQA], f"Unused `noqa` directive (suppresses nothing: {listed})", directive.start, directive.end, fix, directive.row))
     return sorted(found, key=lambda d: (d.start, d.code))
 
@@ -189,18 +244,26 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
     return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
 
 
+RUNNING_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _newer_target(settings: Settings) -> Optional[str]:
+    """The project's target Python version when it is newer than the one running steplint."""
+    target = settings.target_version
+    if target is None or tuple(int(p) for p in target.split(".")) <= sys.version_info[:2]:
+        return None
+    return target
+
+
 def _python_syntax_error(source: Source, error: Exception) -> Diagnostic:
-    """SL001 at Python's own position, with its message, for the error of Python's parser."""
+    """SL001 at Python's own position, with its message and the version of the Python that checked."""
+    checked = f" (checked with Python {RUNNING_PYTHON})"
     if "\0" in source.text and (isinstance(error, ValueError) or error.lineno is None):  # type: ignore[union-attr]
-        return _null_byte(source)  # a ValueError before Python 3.12, a SyntaxError without position since
+        row, column = source.position(source.text.index("\0"))  # a ValueError before Python 3.12, a SyntaxError without position since
+        return _unparsable(source, row, column, "source code cannot contain null bytes" + checked)
     if isinstance(error, SyntaxError):  # IndentationError and TabError too
-        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg)
-    return _unparsable(source, 1, 0, "too deeply nested for Python's parser")
-
-
-def _null_byte(source: Source) -> Diagnostic:
-    row, column = source.position(source.text.index("\0"))
-    return _unparsable(source, row, column, "source code cannot contain null bytes")
+        return _unparsable(source, error.lineno or 1, (error.offset or 1) - 1, error.msg + checked)
+    return _unparsable(source, 1, 0, "too deeply nested for Python's parser" + checked)
 
 
 def _without_prefix(message: str) -> str:
@@ -217,7 +280,7 @@ def internal_error(path: str, error: BaseException) -> Diagnostic:
     """SL000 for a file whose analysis or fixing raised: one line, at the top of the file."""
     summary = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0][:200]
     rule = all_rules()[INTERNAL_ERROR]
-    message = f"Internal error, this file was not checked: {summary} (please report it: {ISSUES_URL})"
+    message = f"Internal error, this file was not checked: {summary} (please report it, with the traceback `steplint check -v` prints)"
     return Diagnostic(INTERNAL_ERROR, rule.name, message, path, 0, 0, 1, 1, 1, 1, None, rule.url, None)
 
 
@@ -238,10 +301,13 @@ def fix_source(
     diagnostics hold exactly the edits applied to `text`; benchmarks/fuzz.py checks them.)
     `diagnostics`: lint_source's answer for `text` with `project`, when the caller has it."""
     fixed: List[Diagnostic] = []
+    shown_without_fix: Optional[Counter] = None
     for _ in range(max_rounds):
         if diagnostics is None:
             diagnostics = lint_source(path, text, settings, project)
-        fixable = [d for d in diagnostics if d.fix is not None and d.fix.applies(unsafe_fixes)]
+        if shown_without_fix is None:
+            shown_without_fix = Counter(_identity(d, text) for d in diagnostics if d.fix is None or not d.fix.applies(unsafe_fixes))
+        fixable = [d for d in _agreeing(diagnostics, text, shown_without_fix) if d.fix is not None and d.fix.applies(unsafe_fixes)]
         chosen = select_non_overlapping([d.fix for d in fixable])  # type: ignore[misc]
         if not chosen:
             return FixResult(text, fixed, diagnostics)  # the last round linted the final text
@@ -255,6 +321,26 @@ def fix_source(
             return FixResult(text, fixed, diagnostics)
         text, diagnostics = candidate, None
     return FixResult(text, fixed, lint_source(path, text, settings, project))
+
+
+def _identity(d: Diagnostic, text: str) -> tuple:
+    """What tells a diagnostic apart across fix rounds: its code, message and the flagged code."""
+    return d.code, d.message, " ".join(text[d.start : d.end].split())
+
+
+def _agreeing(diagnostics: List[Diagnostic], text: str, shown_without_fix: Counter) -> List[Diagnostic]:
+    """The diagnostics of a later round, but those the first report showed without a fix: a fix
+    that appears only after other fixes went in (SL303's restore, once SL302 added the entry to the
+    checkpoint) is applied by the next run, whose report shows it."""
+    left = Counter(shown_without_fix)
+    kept = []
+    for d in diagnostics:
+        identity = _identity(d, text)
+        if left[identity] > 0:
+            left[identity] -= 1
+        else:
+            kept.append(d)
+    return kept
 
 
 def _first_that_parses(text: str, fixes):

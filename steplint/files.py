@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import errno
-import io
 import os
 import stat
 import subprocess
@@ -51,10 +50,18 @@ def read_text(path: str) -> TextFile:
             raw = handle.read()
         except OSError as error:
             raise FileError(_cannot_read(path, error)) from None
+    return decode_source(raw)
+
+
+def decode_source(raw: bytes) -> TextFile:
+    """Python source bytes as Python reads them: UTF-8 (a BOM kept as the encoding "utf-8-sig") or
+    the declared encoding, line breaks as they are; FileError says why not."""
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise FileError("cannot decode file: it is UTF-16 or UTF-32 (byte order mark); Python source is UTF-8 or declares an 8-bit encoding")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        # (lines as Python's tokenizer breaks them: on CR too, not only on LF as BytesIO.readline)
+        first_lines = iter(raw.splitlines(keepends=True)[:2])
+        encoding, _ = tokenize.detect_encoding(lambda: next(first_lines, b""))
         return TextFile(raw.decode(encoding), encoding)
     except (SyntaxError, LookupError) as error:
         raise FileError(f"cannot decode file: {error}") from None
@@ -76,9 +83,16 @@ def _cannot_read(path: str, error: OSError) -> str:
 
 
 def write_text(path: str, file: TextFile, text: str) -> None:
-    """Write atomically (a temporary file in the same folder, renamed over the original), keeping
-    mode, encoding and BOM: an interrupted or concurrent run leaves the old or the new file, never a
-    part of one. A file the user may not write is not replaced, even though a rename could."""
+    """Write the fixed text, keeping the file's identity: mode, owner and group, hard links,
+    encoding and BOM. A file the user may not write is not replaced, even though a rename could.
+
+    Atomically where that keeps the identity: a temporary file in the same folder, given the
+    original's mode, owner and group, renamed over it (an interrupted or concurrent run leaves the
+    old or the new file, never a part of one). A rename gives the path a new inode, though: a file
+    with other hard links would lose them (they keep the old text), and one whose owner cannot be
+    given to the temporary file (a user fixing another user's file in a shared folder) would change
+    owner. Those are written in place, as ruff writes every file: the text is complete in memory and
+    verified (it parses) before the first byte is written, so only a crash mid-write can cut it."""
     try:
         data = text.encode(file.encoding)
     except UnicodeEncodeError:
@@ -87,21 +101,46 @@ def write_text(path: str, file: TextFile, text: str) -> None:
     if not os.access(target, os.W_OK):
         raise FileError("cannot write the fixed file: it is read-only; the file was left unmodified")
     temporary = None
+    where = "the file"
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
+        original = os.stat(target)
+        if original.st_nlink == 1:
+            where = "its folder"
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
+            where = "the file"
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            if _same_owner(temporary, original):
+                os.chmod(temporary, stat.S_IMODE(original.st_mode))
+                os.replace(temporary, target)
+                return
+        _write_in_place(target, data)
     except OSError as error:
-        where = "its folder" if temporary is None else "the file"
         raise FileError(f"cannot write the fixed file ({where}: {error.strerror or error}); the file was left unmodified") from None
     finally:
         if temporary is not None and os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _same_owner(temporary: str, original: os.stat_result) -> bool:
+    """Give the temporary file the original's owner and group; whether it has them now."""
+    made = os.stat(temporary)
+    if (made.st_uid, made.st_gid) != (original.st_uid, original.st_gid):
+        try:
+            os.chown(temporary, original.st_uid, original.st_gid)
+        except OSError:
+            return False
+    return True
+
+
+def _write_in_place(target: str, data: bytes) -> None:
+    with open(target, "r+b") as out:
+        out.write(data)
+        out.truncate()
+        out.flush()
+        os.fsync(out.fileno())
 
 
 @dataclass(frozen=True)
@@ -141,33 +180,36 @@ def _python_file(path: str) -> bool:
 
 
 def discover(
-    paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False, included: Callable[[str], bool] = _python_file
+    paths: Sequence[str], excluded: Callable[[str], bool], force_exclude: bool = False, included: Callable[[str], bool] = _python_file,
+    respect_gitignore: bool = True,
 ) -> Tuple[List[str], List[str]]:
-    """Files to check under the paths, and the paths that do not exist.
+    """Files to check under the paths, and what could not be looked at ("path: why"): a path that
+    does not exist (editors and pre-commit hand over deleted or renamed files), a folder that cannot
+    be listed. The caller warns of those and checks the rest, as ruff does.
 
     Folders are walked for the files that `included` accepts (the `include` globs), skipping
     virtualenvs, what `excluded` says (the configured exclude globs) and what .gitignore ignores.
     A file named explicitly is checked unless `force_exclude` (then both settings apply to it).
     """
     found: List[str] = []
-    missing: List[str] = []
+    unreachable: List[str] = []
     seen = set()
     for path in paths:
         if not os.path.lexists(path):
-            missing.append(path)
+            unreachable.append(f"{path}: no such file or directory")
             continue
         if force_exclude and (excluded(path) or (not os.path.isdir(path) and not included(path))):
             continue
         if not os.path.isdir(path):
             candidates: Iterator[str] = iter([path])
         else:
-            candidates = _walk(path, _ancestors_gitignore(path), excluded, included)
+            candidates = _walk(path, _ancestors_gitignore(path) if respect_gitignore else None, excluded, included, unreachable)
         for candidate in candidates:
             key = os.path.normpath(candidate)
             if key not in seen:
                 seen.add(key)
                 found.append(key)
-    return found, missing
+    return found, unreachable
 
 
 def _ancestors_gitignore(path: str) -> _GitIgnore:
@@ -218,11 +260,14 @@ def _global_excludes_file() -> Optional[str]:
     return os.path.join(config_home, "git", "ignore")
 
 
-def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], included: Callable[[str], bool]) -> Iterator[str]:
-    ignore = ignore.extended(os.path.abspath(folder))
+def _walk(folder: str, ignore: Optional[_GitIgnore], excluded: Callable[[str], bool], included: Callable[[str], bool], unreachable: List[str]) -> Iterator[str]:
+    """`ignore` None: git's ignore files are not read (`respect-gitignore = false`)."""
+    respect = ignore is not None
+    ignore = ignore.extended(os.path.abspath(folder)) if ignore is not None else _GitIgnore()
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
+    except OSError as error:
+        unreachable.append(f"{folder}: cannot read folder: {error.strerror or error}; its files were not checked")
         return
     for entry in entries:
         absolute = os.path.abspath(entry.path)
@@ -233,6 +278,6 @@ def _walk(folder: str, ignore: _GitIgnore, excluded: Callable[[str], bool], incl
         if is_dir:
             if entry.is_symlink() or _is_virtualenv(entry.path) or ignore.ignored(absolute, True) or excluded(entry.path):
                 continue
-            yield from _walk(entry.path, ignore, excluded, included)
+            yield from _walk(entry.path, ignore if respect else None, excluded, included, unreachable)
         elif included(entry.path) and not ignore.ignored(absolute, False) and not excluded(entry.path):
             yield entry.path

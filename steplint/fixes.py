@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 
-from steplint.source import python_parse_error
+from steplint.source import parser_text, python_parse_error
 
 SAFE = "safe"
 UNSAFE = "unsafe"
@@ -27,6 +27,7 @@ class Fix:
     applicability: str  # SAFE or UNSAFE
     edits: Tuple[Edit, ...]
     group: Optional[str] = None  # fixes of one group go in one at a time, so each sees the last
+    gate: Optional[str] = None  # of a gating fix: the commit gate it puts statements under (`committed`)
 
     def applies(self, unsafe_fixes: bool) -> bool:
         return self.applicability == SAFE or unsafe_fixes
@@ -82,7 +83,7 @@ def reparses(text: str) -> bool:
     import libcst as cst  # (not at import time: reports and cached checks need no parser)
 
     try:
-        cst.parse_module(text)
+        cst.parse_module(parser_text(text))
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError, ValueError):
         return False
     return python_parse_error(text) is None

@@ -15,6 +15,8 @@ import signal
 import threading
 from collections import deque
 from multiprocessing.connection import Connection, wait
+
+from steplint import interrupt
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
 
 # Fewer tasks than this are done in the calling process: starting workers costs more.
@@ -126,6 +128,10 @@ class Pool:
         return f"the process analysing it ended ({f'signal {-code}' if code is not None and code < 0 else f'exit status {code}'})"
 
     def close(self) -> None:
+        """End the workers: each finishes its task (up to 5 s), or at once after Ctrl-C. (A worker
+        ignores SIGINT, and the command ends with os._exit, without multiprocessing's own cleanup:
+        only this ends them.)"""
+        patient = not interrupt.received()
         for process, connection in self._workers:
             try:
                 connection.send(None)
@@ -133,9 +139,14 @@ class Pool:
                 pass
             connection.close()
         for process, _ in self._workers:
-            process.join(timeout=5)
+            if patient:
+                process.join(timeout=5)
             if process.is_alive():  # interrupted mid-task: nothing it does now is waited for
                 process.terminate()
+                process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join()
         self._workers = []
 
     def __enter__(self) -> "Pool":

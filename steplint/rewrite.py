@@ -7,6 +7,7 @@ engine re-parses the result and drops a fix that would not.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import List, Optional, Tuple
 
@@ -14,12 +15,15 @@ import libcst as cst
 
 from steplint import runtime
 from steplint.fixes import UNSAFE, Edit, Fix
+from steplint.preconditions import violations
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import CALL, Event
-from steplint.model.roles import ACCELERATOR, LOSS_SCALER, SCALER
+from steplint.model.overflow import OVERFLOW_ERROR, catches_overflow
+from steplint.model.roles import ACCELERATOR, ANNOTATION, LOSS_SCALER, SCALER
 from steplint.model.structure import Site
 from steplint.model.syntax import dotted, walk_expressions
 from steplint.notebook import starts_cell
+from steplint.rule import Finding
 
 INLINE, IMPORT = "inline", "import"
 _COMMITTED_NAMES = ("committed", "update_committed")
@@ -41,6 +45,93 @@ def holds_comment(node: cst.CSTNode) -> bool:
     return finder.found
 
 
+# -- the preconditions every fix meets ---------------------------------------------------------
+
+
+def vetted(model: ModuleModel, finding: Finding) -> Finding:
+    """The finding, without its fix when the fix fails a precondition checked on the text it would
+    write (binding, committed-path equivalence: steplint.preconditions); the message then says what
+    blocks it. Rules check the preconditions that need the model (role, consistency) as they build
+    their fixes, with the functions below."""
+    if finding.fix is None:
+        return finding
+    blocked = violations(model.source.text, finding.fix)
+    return replace(finding, fix=None, message=f"{finding.message} (no fix: {'; '.join(blocked)})") if blocked else finding
+
+
+# -- consistency: the readers that must agree with an edit ------------------------------------------
+
+
+def window_index_readers(model: ModuleModel, index: cst.Name, length: cst.BaseExpression, scope, tested: cst.BinaryOperation) -> Tuple[list, list]:
+    """The other reads of `index % length` in the scope, beside the window test `tested`: (those that
+    read it unshifted, which a shifted window test must shift too, as a `no_sync()` test on the same
+    index; those already shifted, which disagree with the test as it is)."""
+    length_text = model.text.of(length)
+    unshifted, shifted = [], []
+    for remainder, site in model.structure.remainders:
+        if remainder is tested or site.scope is not scope or model.text.of(remainder.right) != length_text:
+            continue
+        left = remainder.left
+        if isinstance(left, cst.Name) and left.value == index.value:
+            unshifted.append(remainder)
+        elif isinstance(left, cst.BinaryOperation) and isinstance(left.left, cst.Name) and left.left.value == index.value:
+            shifted.append(remainder)
+    return unshifted, shifted
+
+
+def ungated_cadences(model: ModuleModel, increment: Event, through: int) -> List[int]:
+    """Rows of the cadence tests (`n % k == 0`, `n == k`: true once per value) that read a counter
+    anywhere in the module (by its name: `trainer.num_updates` in the caller, a callback's
+    `state.num_updates`) outside the statements a gating fix would put under the gate: held back on
+    a skipped update, the counter would make each of them fire again (at 0 too)."""
+    name = (dotted(increment.subject) or "").rsplit(".", 1)[-1]
+    block, statement = increment.site.trail[-1]
+    index = block.index(statement)
+    gated = [model.text.span(s) for s in block.statements[index : index + 1 + through]]
+    scope = increment.site.scope
+    local = isinstance(increment.subject, cst.Name) and scope.name != "<module>" and scope.owner_of(name) is scope and not _leaves(model, scope, name)
+    rows = []
+    for comparison in _equality_tests(model):
+        start, _ = model.text.span(comparison)
+        if any(a <= start < b for a, b in gated):
+            continue
+        if local and not (model.text.span(scope.node)[0] <= start < model.text.span(scope.node)[1]):
+            continue  # a local that is neither returned nor passed on is read only in its function
+        if any((isinstance(n, cst.Name) and n.value == name) or (isinstance(n, cst.Attribute) and n.attr.value == name) for n in walk_expressions(comparison)):
+            rows.append(model.text.rows(comparison)[0])
+    return sorted(set(rows))
+
+
+def _leaves(model: ModuleModel, scope, name: str) -> bool:
+    """The local `name` is returned, yielded or passed to a call, somewhere in its function."""
+    for node in walk_expressions(scope.node.body):
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and any(isinstance(n, cst.Name) and n.value == name for n in walk_expressions(node.value)):
+            return True
+        if isinstance(node, cst.Arg) and isinstance(node.value, cst.Name) and node.value.value == name:
+            return True
+    return False
+
+
+def _equality_tests(model: ModuleModel) -> list:
+    """Every comparison of the module with `==` or `!=`, in every scope."""
+
+    class Finder(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found = []
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
+                self.found.append(node)
+
+    return model.remember(("equality_tests",), lambda: _visited(model.module, Finder()).found)
+
+
+def _visited(node: cst.CSTNode, visitor: cst.CSTVisitor) -> cst.CSTVisitor:
+    node.visit(visitor)
+    return visitor
+
+
 # -- statements as lines ------------------------------------------------------------------------
 
 
@@ -51,7 +142,7 @@ def lone_statement(model: ModuleModel, site: Site) -> Optional[cst.SimpleStateme
         return None
     first, _ = model.text.rows(statement.body[0])
     start, _ = model.text.span(statement.body[0])
-    if model.source.text[model.source.line_starts[first - 1] : start].strip(" \t"):
+    if model.source.text[model.source.line_starts[first - 1] : start].strip(" \t\f"):  # (a form feed in the indentation is whitespace too)
         return None
     return statement
 
@@ -114,6 +205,14 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
             return f"not {update.role.accelerator}.optimizer_step_was_skipped"
     if update.strategy == "deepspeed":
         return f"{model.text.of(update.subject)}.was_step_applied()"
+    if update.strategy == OVERFLOW_ERROR:
+        handling = overflow_try(update)
+        if handling is None:
+            return None
+        existing = _flag_of(model, handling)
+        if existing is not None:
+            return existing
+        return next((n for n in _COMMITTED_NAMES if n not in scope.local_names), None) if scope.name != "<module>" else None
     if update.strategy == CALL:
         if update.gate_var:
             return update.gate_var
@@ -121,6 +220,147 @@ def gate_condition(model: ModuleModel, update: Event) -> Optional[str]:
         taken = scope.local_names | (helper.site.scope.local_names if helper is not None else set())
         return next((n for n in _COMMITTED_NAMES if n not in taken), None) if helper is not None else None
     return None  # timm-style loss scalers step and update in one call: nothing exact to read after it
+
+
+def is_grad_scaler(model: ModuleModel, subject: cst.BaseExpression, scope) -> bool:
+    """Role precondition of `committed_step(subject, ...)`: the object is a torch GradScaler, built
+    here by its qualified constructor (or annotated so), or one the code shows the GradScaler
+    protocol of (`step(...)`, `update()` and one of GradScaler's own methods: `scale`, `unscale_`,
+    `is_enabled`, `get_scale`) and never builds from anything else. A wrapper with a `step` of its
+    own (a toolkit's accelerator) is not one."""
+    role = model.roles.of(subject, scope)
+    if role is None or role.kind != SCALER:
+        return False
+    if role.evidence >= ANNOTATION:
+        return True
+    key = model.roles.key(subject, scope)
+    uses = _scaler_uses(model).get(key, _NO_USES)
+    return {"step", "update"} <= uses.methods and bool(uses.methods & _SCALER_ONLY) and not uses.built_otherwise
+
+
+_SCALER_ONLY = frozenset({"scale", "unscale_", "is_enabled", "get_scale"})  # methods a GradScaler has and a wrapper's `step` does not imply
+
+
+@dataclass(frozen=True)
+class _Uses:
+    methods: frozenset  # methods called on the object
+    built_otherwise: bool  # assigned from a call that does not build a GradScaler
+
+
+_NO_USES = _Uses(frozenset(), False)
+
+
+def _scaler_uses(model: ModuleModel) -> dict:
+    """Per role key: the methods the module calls on the object, and whether it is built from a
+    call that does not build a GradScaler. An argument and the parameter it is passed to, in a
+    function of this module, are one object."""
+
+    def compute() -> dict:
+        methods, otherwise = {}, set()
+        for call, site in model.structure.calls:
+            if isinstance(call.func, cst.Attribute):
+                key = model.roles.key(call.func.value, site.scope)
+                if key is not None:
+                    methods.setdefault(key, set()).add(call.func.attr.value)
+        for node, site in model.structure.statements:
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                built = model.roles.constructed(node.value, site.scope)
+                if built is None or built.kind != SCALER:
+                    otherwise.update(model.roles.key(t.target, site.scope) for t in node.targets)
+        for _ in range(3):  # through up to three calls
+            for argument, parameter in _passed(model):
+                joined = methods.get(argument, set()) | methods.get(parameter, set())
+                methods[argument] = methods[parameter] = joined
+                if argument in otherwise:
+                    otherwise.add(parameter)
+        return {key: _Uses(frozenset(methods.get(key, ())), key in otherwise) for key in set(methods) | otherwise}
+
+    return model.remember(("scaler_uses",), compute)
+
+
+def _passed(model: ModuleModel) -> List[Tuple[str, str]]:
+    """(argument key, parameter key) of each name passed to a function of this module."""
+    found = []
+    for call, site in model.structure.calls:
+        target = model.roles.callee(call.func, site.scope)
+        if target is None:
+            continue
+        params = list(target.params)[1:] if target.self_name else list(target.params)
+        by_name = {p.name.value: p for p in params}
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                break
+            param = by_name.get(arg.keyword.value) if arg.keyword else (params[index] if index < len(params) else None)
+            key = model.roles.key(arg.value, site.scope) if param is not None and isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            if key is not None:
+                found.append((key, f"{target.name}:{param.name.value}"))
+    return found
+
+
+def gate_advice(model: ModuleModel, update: Event) -> str:
+    """Why a gating fix is not offered, when it is the role precondition: empty otherwise."""
+    if update.strategy == SCALER and not update.gate_var and not is_grad_scaler(model, update.subject, update.site.scope):
+        name = model.text.of(update.subject)
+        return f" (no fix: `{name}` is not shown to be a torch GradScaler, so nothing exact says whether its `step` committed)"
+    return ""
+
+
+@dataclass(frozen=True)
+class OverflowTry:
+    """The `try` whose `except OverflowError` handler drops an update, where it stands."""
+
+    statement: cst.Try
+    handler: cst.ExceptHandler
+    block: object  # the block that holds the `try`
+
+
+def overflow_try(update: Event) -> Optional[OverflowTry]:
+    """For an update an `except OverflowError` drops: the innermost `try` around it with that handler."""
+    for index in range(len(update.site.trail) - 1, 0, -1):
+        block, _ = update.site.trail[index]
+        if isinstance(block.owner, cst.Try):
+            handler = next((h for h in block.owner.handlers if catches_overflow(h)), None)
+            if handler is not None:
+                return OverflowTry(block.owner, handler, update.site.trail[index - 1][0])
+    return None
+
+
+def _flag_of(model: ModuleModel, handling: OverflowTry) -> Optional[str]:
+    """`committed`, when the code already sets it True before the `try` and False first in the handler."""
+    body = handling.handler.body
+    index = handling.block.index(handling.statement)
+    before = handling.block.statements[index - 1] if index else None
+    first = body.body[0] if isinstance(body, cst.IndentedBlock) and body.body else None
+    for name in _COMMITTED_NAMES:
+        if (
+            isinstance(first, cst.SimpleStatementLine) and model.text.of(first.body[0]).strip() == f"{name} = False"
+            and isinstance(before, cst.SimpleStatementLine) and model.text.of(before.body[0]).strip() == f"{name} = True"
+        ):
+            return name
+    return None
+
+
+def _overflow_flag_edits(model: ModuleModel, update: Event, target: Event, condition: str) -> Optional[List[Edit]]:
+    """`committed = True` before the `try`, `committed = False` first in its `except OverflowError`
+    handler: the handler runs exactly when the update was dropped. Only for a target after the `try`,
+    in the block that holds it."""
+    handling = overflow_try(update)
+    if handling is None or not any(b is handling.block for b, _ in target.site.trail):
+        return None
+    if model.text.span(target.node)[0] < model.text.span(handling.statement)[1]:
+        return None
+    if _flag_of(model, handling) == condition:
+        return []
+    body = handling.handler.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return None  # `except OverflowError: pass` on one line
+    newline = model.source.newline
+    start, _ = model.text.span(handling.statement)
+    indent = model.source.indentation(model.text.rows(handling.statement)[0])
+    first = body.body[0]
+    first_start, _ = model.text.span(first)
+    inner = model.source.indentation(model.text.rows(first)[0])
+    return [Edit(start, start, f"{condition} = True{newline}{indent}"), Edit(first_start, first_start, f"{condition} = False{newline}{inner}")]
 
 
 def step_helper(model: ModuleModel, update: Event) -> Optional[Event]:
@@ -168,7 +408,10 @@ def gate_fix(
     rows = _indentable_rows(model, run)
     if rows is None:
         return None
-    edits = committed_update_edits(model, update, condition, fix_gate)
+    if update.strategy == OVERFLOW_ERROR:
+        edits = _overflow_flag_edits(model, update, target, condition)
+    else:
+        edits = committed_update_edits(model, update, condition, fix_gate)
     if edits is None:
         return None
     edits += _init_edits(model, update, target, condition)
@@ -189,7 +432,7 @@ def gate_fix(
         edits.append(Edit(offset, offset, unit))
     if update.strategy == "deepspeed":
         applicability = UNSAFE  # fp16 DeepSpeed needs a GPU: no runtime test here proves `was_step_applied()`
-    return Fix(title, applicability, tuple(edits), group=f"gate@{model.text.span(update.node)[0]}")
+    return Fix(title, applicability, tuple(edits), group=f"gate@{model.text.span(update.node)[0]}", gate=condition)
 
 
 def _indentable_rows(model: ModuleModel, run: List[cst.BaseStatement]) -> Optional[List[int]]:
@@ -212,6 +455,8 @@ def committed_update_edits(model: ModuleModel, update: Event, condition: str, fi
         return _commit_through_helper(model, update, condition, fix_gate)
     if update.strategy != SCALER or update.gate_var:
         return []
+    if not is_grad_scaler(model, update.subject, update.site.scope):
+        return None  # committed_step calls is_enabled(), step() and reads the found-inf record: a GradScaler's
     statement = lone_statement(model, update.site)
     if statement is None or not isinstance(statement.body[0], cst.Expr) or statement.body[0].value is not update.node:
         return None

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
     from steplint.fixes import Fix
 
-DOCS_URL = "https://github.com/steplint/steplint/blob/main/README.md#{anchor}"
 RULES_PACKAGE = "steplint.rules"
 
 
@@ -32,6 +31,24 @@ class Finding:
     node: "cst.CSTNode"
     message: str
     fix: Optional["Fix"] = None
+
+    def __post_init__(self) -> None:
+        # A message quotes code, and quoted code may span lines (a condition in parentheses): a
+        # diagnostic is one line of text or one JSON line, so the quote is put on one line.
+        if "\n" in self.message or "\r" in self.message:
+            object.__setattr__(self, "message", one_line(self.message))
+
+
+def one_line(text: str) -> str:
+    """`(a\n    and b)` -> `(a and b)`: lines joined by one space, continuation backslashes and the
+    spaces just inside brackets dropped."""
+    parts = [line.strip().removesuffix("\\").strip() for line in text.splitlines()]
+    joined = " ".join(part for part in parts if part)
+    for opening in "([{":
+        joined = joined.replace(opening + " ", opening)
+    for closing in ")]}":
+        joined = joined.replace(" " + closing, closing)
+    return joined
 
 
 @dataclass(frozen=True)
@@ -55,11 +72,22 @@ class Rule:
         return _CHECKS[self.code]
 
     @property
-    def url(self) -> str:
-        return DOCS_URL.format(anchor=f"{self.code.lower()}-{self.name}")
+    def url(self) -> None:
+        """steplint has no hosted documentation to link to: `steplint rule CODE` prints a rule's
+        docs. (Outputs keep ruff's `url` field, null, and leave out links that would lead nowhere.)"""
+        return None
 
 
 _CHECKS: Dict[str, Optional[Callable]] = {}
+
+
+def fix_word(fix: Optional[str]) -> str:
+    return {"safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "fix sometimes available"}.get(fix or "", "no fix")
+
+
+def rule_text(found: Rule) -> str:
+    """A rule's documentation in Markdown, as `steplint rule CODE` prints it."""
+    return f"# {found.name} ({found.code})\n\n{fix_word(found.fix).capitalize()}.\n\n{found.doc}"
 
 
 def rule(code: str, name: str, summary: str, fix: Optional[str] = None) -> Callable[[Callable], Rule]:

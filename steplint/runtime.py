@@ -77,6 +77,7 @@ class StepCounters:
         self.tokens_per_update = 0
         self._window_tokens = 0
         self._counted_batch = False
+        self._unpaired = 0  # batches the hooks saw and the loop did not report yet (negative: the reverse)
         self._undo = []
 
     @classmethod
@@ -90,8 +91,9 @@ class StepCounters:
     # -- what the loop may report ----------------------------------------------------------------
 
     def batch(self, tokens=0):
-        """Report a batch (and its tokens) when the counters cannot see it themselves."""
-        self.batches += 1
+        """Report a batch (and its tokens). A batch that the counters see too (a forward pass of
+        `model=`, a `scaler.scale` call) is counted once, whichever comes first."""
+        self._count_batch(reported=True)
         self._counted_batch = True
         self.tokens += tokens
         self._window_tokens += tokens
@@ -196,12 +198,12 @@ class StepCounters:
         self._undo.append(lambda: delattr(obj, name) if name in vars(obj) else None)
 
     def _see_batch(self):
-        self.batches += 1
+        self._count_batch(reported=False)
         self._counted_batch = True
 
     def _scaled(self, original, *args, **kwargs):
         if not self._counted_batch:
-            self.batches += 1
+            self._count_batch(reported=False)
         self._counted_batch = False
         return original(*args, **kwargs)
 
@@ -217,6 +219,16 @@ class StepCounters:
         self.tokens_per_update = self._window_tokens
         self._window_tokens = 0
         return original(*args, **kwargs)
+
+    def _count_batch(self, reported):
+        """A batch the loop reports (`reported`) or the hooks see. The loop that does both, as the
+        README shows, reports each batch that the hooks see: the two pair up, one batch each."""
+        sign = -1 if reported else 1
+        if self._unpaired * sign < 0:
+            self._unpaired += sign  # the other side counted this batch already
+        else:
+            self.batches += 1
+            self._unpaired += sign
 
     def _commit(self, index, committed, window_end):
         if committed:

@@ -12,6 +12,15 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 # LibCST (like the tokenizer) breaks lines only on these; str.splitlines() knows more separators.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# Leading whitespace up to its last form feed: Python's tokenizer resets the indentation column at a
+# form feed, LibCST's does not (it rejects a nested block so indented, and drops the character).
+_FORM_FEED_INDENT = re.compile(r"(?:^|(?<=[\r\n]))[ \t\f]*\f")
+
+
+def parser_text(text: str) -> str:
+    """The text LibCST parses: each line's leading whitespace up to its last form feed removed,
+    which Python reads alike. Positions in it map back with Source.parsed_offset."""
+    return _FORM_FEED_INDENT.sub("", text) if "\f" in text else text
 
 
 @dataclass
@@ -27,6 +36,17 @@ class Source:
     def offset(self, row: int, column: int) -> int:
         """Offset of a 1-based row and 0-based column."""
         return self.line_starts[row - 1] + column
+
+    def parsed_offset(self, row: int, column: int) -> int:
+        """Offset of a position in parser_text(self.text) (LibCST's row and column)."""
+        return self.line_starts[row - 1] + self._form_feed_prefixes.get(row, 0) + column
+
+    @cached_property
+    def _form_feed_prefixes(self) -> Dict[int, int]:
+        """Row -> length of the leading whitespace parser_text removed from it."""
+        if "\f" not in self.text:
+            return {}
+        return {bisect_right(self.line_starts, m.start()): m.end() - m.start() for m in _FORM_FEED_INDENT.finditer(self.text)}
 
     def position(self, offset: int) -> Tuple[int, int]:
         """1-based row and 0-based column of an offset."""
@@ -53,7 +73,8 @@ class Source:
         return best if counts[best] else "\n"
 
     def indentation(self, row: int) -> str:
-        line = self.line(row)
+        """The row's indentation, as Python reads it (after a form feed, which resets it)."""
+        line = self.line(row)[self._form_feed_prefixes.get(row, 0):]
         return line[: len(line) - len(line.lstrip(" \t"))]
 
 

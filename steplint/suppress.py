@@ -17,6 +17,7 @@ _NOQA = re.compile(r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-
 _FILE_NOQA = re.compile(r"^#\s*steplint\s*:\s*noqa\s*$", re.I)
 _INTENT = re.compile(r"#\s*steplint:\s*schedule\s*=\s*(?P<basis>[a-z-]+)")
 BASES = ("committed-updates", "tokens", "batches", "epochs")
+DECLARED_UNITS = ("batches", "tokens", "samples", "updates", "epochs")  # what a counter may be declared to count
 _OWN_CODE = re.compile(r"SL\d{3}")  # steplint's code shape; ruff's SLOT000 is not one
 _ANY_NOQA = re.compile(r"noqa", re.I)  # every directive above holds it
 
@@ -120,9 +121,12 @@ def removal_edit(source: Source, directive: Noqa, unused: Tuple[str, ...]) -> Ed
     return Edit(directive.start, directive.end, "")
 
 
-def add_noqa_edits(source: Source, found: Comments, codes_by_row: Dict[int, List[str]]) -> List[Edit]:
-    """`# noqa: CODE` at the end of each row, or the code appended to the row's noqa list."""
+def add_noqa_edits(source: Source, found: Comments, codes_by_row: Dict[int, List[str]], reason: str = "") -> List[Edit]:
+    """`# noqa: CODE` at the end of each row, or the code appended to the row's noqa list, as ruff
+    does; `reason` follows the codes (`# noqa: SL101 reviewed`), unless the directive has text after
+    its codes already."""
     edits = []
+    suffix = f" {reason.strip()}" if reason.strip() else ""
     for row, codes in sorted(codes_by_row.items()):
         directive = found.noqa.get(row)
         if directive is not None and directive.codes is None:
@@ -131,10 +135,11 @@ def add_noqa_edits(source: Source, found: Comments, codes_by_row: Dict[int, List
         if not missing:
             continue
         if directive is not None:
-            edits.append(Edit(directive.start, directive.end, "# noqa: " + ", ".join(list(directive.codes or ()) + missing)))
+            followed = bool(source.text[directive.end : source.line_end(row)].strip())
+            edits.append(Edit(directive.start, directive.end, "# noqa: " + ", ".join(list(directive.codes or ()) + missing) + ("" if followed else suffix)))
         else:
             end = source.line_end(row)
-            edits.append(Edit(end, end, "  # noqa: " + ", ".join(missing)))
+            edits.append(Edit(end, end, "  # noqa: " + ", ".join(missing) + suffix))
     return edits
 
 

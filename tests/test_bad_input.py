@@ -115,6 +115,21 @@ def test_empty_and_whitespace_only(tree, content):
     assert (tree / "blank.py").read_bytes() == content.encode()
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_deeply_nested_code_gets_the_syntax_check_and_a_message(tree, jobs):
+    """A flat sum of many terms is a syntax tree as deep as it is long: LibCST and the model take
+    minutes over it, or overflow the C stack. It is bounded: named in a warning, not analysed,
+    and the project index leaves it out too (it has a step to summarise)."""
+    terms = " + ".join(f"w{i}" for i in range(1500))
+    (tree / "generated.py").write_text(BUGGY + f"\n\ndef total():\n    return {terms}\n")
+    done = check_json(tree, "--no-cache", "-j", jobs, timeout=120)
+    assert done.returncode == 1 and reported(done) == {("good.py", "SL101")}, done.stderr
+    assert "generated.py: not analysed: code nested more than 200 levels deep" in done.stderr
+    again = check_json(tree, timeout=120)  # (never answered by the cache: named every time)
+    again = check_json(tree, timeout=120)
+    assert "generated.py: not analysed" in again.stderr
+
+
 def test_20_mb_file_gets_the_syntax_check_and_a_message(tree):
     line = "QkFTRTY0IGRhdGEgdGhhdCBtYWtlcyB0aGlzIGZpbGUgaHVnZSBmb3IgdGhlIHRlc3Q=\n"
     blob = BUGGY + 'WEIGHTS = """\n' + line * (20_000_000 // len(line)) + '"""\n'
@@ -145,8 +160,9 @@ def test_500_deep_nesting(tree):
     assert "Traceback" not in done.stderr
     # Python itself refuses the first two; it accepts the others, and so does steplint.
     assert reported(done) == {("deep_parentheses.py", "SL001"), ("deep_blocks.py", "SL001"), ("good.py", "SL101")}
-    assert messages(done)["deep_parentheses.py"] == "Cannot parse: too many nested parentheses"
-    assert messages(done)["deep_blocks.py"] == "Cannot parse: too many levels of indentation"
+    checked = f" (checked with Python {sys.version_info[0]}.{sys.version_info[1]})"
+    assert messages(done)["deep_parentheses.py"] == "Cannot parse: too many nested parentheses" + checked
+    assert messages(done)["deep_blocks.py"] == "Cannot parse: too many levels of indentation" + checked
 
 
 # -- what is not a plain readable file -------------------------------------------------------------
@@ -260,7 +276,7 @@ def test_awkward_paths(tree, name):
     path.parent.mkdir(exist_ok=True)
     path.write_text(BUGGY)
     done = steplint("check", "--output-format", "json", "--", name, cwd=tree)
-    assert [(d["filename"], d["code"]) for d in json.loads(done.stdout)] == [(name, "SL101")]
+    assert [(Path(d["filename"]), d["code"]) for d in json.loads(done.stdout)] == [(path.resolve(), "SL101")]
     assert steplint("check", "--fix", "--", name, cwd=tree).returncode == 0
     assert path.read_text() == FIXED
 
@@ -279,20 +295,25 @@ def _many(tree, count):
 
 
 def test_interrupt_during_fix_leaves_every_file_old_or_new(tree):
+    """Whenever the SIGINT lands before the run ends (mid-fix, or while it prints and exits), the
+    status is 130; wherever it lands, each file is old or new."""
     paths = _many(tree, 240)
     process = subprocess.Popen([sys.executable, "-m", "steplint", "check", "--fix", str(tree)], start_new_session=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while process.poll() is None and time.monotonic() < deadline and not any(p.read_text() == FIXED for p in paths):
         time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C does: the whole process group
+    ended_before = process.poll() is not None
+    if not ended_before:
+        os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C does: the whole process group
     _, err = process.communicate(timeout=300)
     states = [p.read_text() for p in paths]
     assert set(states) <= {BUGGY, FIXED}  # nothing truncated or half-written
+    assert not list(tree.rglob(".steplint-*"))  # no temporary file left behind
+    if ended_before:
+        return  # (the run finished before the signal: nothing interrupted)
     assert process.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    assert FIXED in states and BUGGY in states  # it stopped part way
-    assert not list(tree.rglob(".steplint-*"))  # no temporary file left behind
 
 
 def test_two_fix_runs_at_once(tree):
@@ -303,3 +324,97 @@ def test_two_fix_runs_at_once(tree):
     assert [run.returncode for run in runs] == [0, 0], results
     assert all(p.read_text() == FIXED for p in paths + [tree / "good.py"])
     assert not list(tree.rglob(".steplint-*"))
+
+
+# -- paths -------------------------------------------------------------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_is_checked_and_fixed(tree):
+    name = os.fsdecode(b"caf\xe9.py")
+    (tree / name).write_text(BUGGY)
+    for jobs in ("1", "2"):  # (a project index of one file, and the cache, read the name too)
+        done = check_json(tree, "-j", jobs)
+        assert done.returncode == 1 and reported(done) == {(name, "SL101"), ("good.py", "SL101")}, done.stderr
+    done = steplint("check", "--fix", tree)
+    assert done.returncode == 0, done.stderr
+    assert (tree / name).read_text() == FIXED and (tree / "good.py").read_text() == FIXED
+
+
+@pytest.mark.parametrize("named", ["deleted.py", "gone/"])
+def test_a_path_that_does_not_exist_is_named_and_the_others_are_checked(tree, named):
+    """pre-commit and editors hand over files deleted or renamed since: a warning, as ruff gives."""
+    done = steplint("check", "--output-format", "json", tree / named, tree / "good.py")
+    assert done.returncode == 1
+    assert reported(done) == {("good.py", "SL101")}
+    assert f"steplint: warning: {tree / named}: no such file or directory" in done.stderr
+    clean = tree / "clean.py"
+    clean.write_text("x = 1\n")
+    assert steplint("check", tree / named, clean).returncode == 0  # the status is what the files found
+
+
+def test_an_unreadable_folder_is_named_in_a_warning(tree):
+    folder = tree / "private"
+    folder.mkdir()
+    (folder / "train.py").write_text(BUGGY)
+    folder.chmod(0)
+    try:
+        done = check_json(tree, as_user=True)
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 1 and reported(done) == {("good.py", "SL101")}
+    assert f"steplint: warning: {folder}: cannot read folder: Permission denied; its files were not checked" in done.stderr
+
+
+# -- stdin -------------------------------------------------------------------------------------------
+
+
+def stdin_run(data: bytes, *args):
+    return subprocess.run([sys.executable, "-m", "steplint", "check", *args, "-"], input=data, capture_output=True, timeout=300)
+
+
+def test_stdin_that_is_not_utf8_is_sl001_not_a_traceback():
+    done = stdin_run(b"scaler = None\nname = 'caf\xe9'\n", "--output-format", "json")
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    [diagnostic] = json.loads(done.stdout)
+    assert diagnostic["code"] == "SL001" and "invalid byte 0xe9 on line 2" in diagnostic["message"]
+    fixed = stdin_run(b"name = 'caf\xe9'\n", "--fix")
+    assert fixed.stdout == b"name = 'caf\xe9'\n" and b"SL001" in fixed.stderr  # the buffer back, unchanged
+
+
+def test_stdin_with_a_utf8_bom_is_read_as_python_reads_it():
+    source = "\ufeff" + BUGGY
+    done = stdin_run(source.encode("utf-8"), "--output-format", "json")
+    assert [d["code"] for d in json.loads(done.stdout)] == ["SL101"]
+    fixed = stdin_run(source.encode("utf-8"), "--fix")
+    assert fixed.stdout == ("\ufeff" + FIXED).encode("utf-8")
+
+
+def test_stdin_fix_keeps_crlf_line_breaks():
+    fixed = stdin_run(BUGGY.replace("\n", "\r\n").encode(), "--fix")
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout == FIXED.replace("\n", "\r\n").encode()
+
+
+# -- the fixed file's identity -------------------------------------------------------------------------
+
+
+def test_fix_keeps_the_owner_group_and_mode_of_another_users_file(tree):
+    if os.geteuid() != 0:
+        pytest.skip("only root can make a file another user's")
+    (tree / "good.py").chmod(0o640)
+    os.chown(tree / "good.py", 12345, 23456)
+    done = steplint("check", "--fix", tree)
+    assert done.returncode == 0, done.stderr
+    after = os.stat(tree / "good.py")
+    assert (after.st_uid, after.st_gid, after.st_mode & 0o7777) == (12345, 23456, 0o640)
+    assert (tree / "good.py").read_text() == FIXED
+
+
+def test_fix_keeps_hard_links(tree):
+    os.link(tree / "good.py", tree / "linked.txt")
+    inode = os.stat(tree / "good.py").st_ino
+    done = steplint("check", "--fix", tree / "good.py")
+    assert done.returncode == 0, done.stderr
+    assert os.stat(tree / "good.py").st_ino == inode and os.stat(tree / "good.py").st_nlink == 2
+    assert (tree / "linked.txt").read_text() == FIXED  # the same file under its other name
+    assert not [p for p in tree.iterdir() if p.name.startswith(".steplint-")]

@@ -148,3 +148,23 @@ def test_a_cache_deleted_while_running_is_made_again(tmp_path):
     cache.store(directory, "ab" + "1" * 62, [])
     assert cache.load(directory, "ab" + "1" * 62) == []
     assert (tmp_path / "cache" / ".gitignore").exists()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_fixing_one_copy_of_a_tree_leaves_the_report_of_the_other(tmp_path, jobs):
+    """Research repos keep copies of their scripts (exp_a/, exp_b/). Enough files for the project
+    index to summarise them in the pool, so that with two jobs the lints run there too: a warm run
+    whose every file the cache answers must still report them all."""
+    (tmp_path / ".git").mkdir()
+    for copy in ("exp_a", "exp_b"):
+        (tmp_path / copy).mkdir()
+        for number in range(20):
+            (tmp_path / copy / f"train_{number}.py").write_text(FIXTURE.read_text())
+    before = steplint(tmp_path, "check", "exp_b", "-j", jobs, "--output-format", "json")
+    assert before.returncode == 1 and len(json.loads(before.stdout)) == 20
+    fixed = steplint(tmp_path, "check", "exp_a", "--fix", "-j", jobs)
+    assert fixed.returncode == 0 and "Fixed 20 errors" in fixed.stdout
+    after = steplint(tmp_path, "check", "exp_b", "-j", jobs, "--output-format", "json")
+    assert (after.returncode, after.stdout) == (1, before.stdout)
+    again = steplint(tmp_path, "check", "exp_b", "-j", jobs, "--output-format", "json")
+    assert (again.returncode, again.stdout) == (1, before.stdout)

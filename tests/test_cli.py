@@ -44,7 +44,7 @@ def test_json_shape_is_ruffs(tmp_path):
     assert item["end_location"] == {"row": 19, "column": 25}
     assert item["fix"]["applicability"] == "safe"
     assert all({"content", "location", "end_location"} == set(e) for e in item["fix"]["edits"])
-    assert item["url"].endswith("#sl101-scheduler-step-on-skipped-update")
+    assert item["url"] is None  # no hosted docs to link to: `steplint rule SL101` prints them
 
 
 def test_full_output_shows_source_caret_and_fix_without_colour_when_piped(tmp_path):
@@ -67,8 +67,8 @@ def test_exit_codes(tmp_path):
     assert steplint("check", str(clean)).returncode == 0
     assert steplint("check", str(buggy)).returncode == 1
     assert steplint("check", "--exit-zero", str(buggy)).returncode == 0
-    missing = steplint("check", str(tmp_path / "nope.py"))
-    assert missing.returncode == 2 and "nope.py" in missing.stderr
+    missing = steplint("check", str(tmp_path / "nope.py"), str(clean))  # a warning; the exit status is the rest's
+    assert missing.returncode == 0 and "nope.py: no such file or directory" in missing.stderr
     assert steplint("check", "--select", "XY9", str(clean)).returncode == 2
     assert steplint("check", "--output-format", "xml", str(clean)).returncode == 2
 
@@ -172,7 +172,7 @@ def test_discovery_skips_venvs_build_and_gitignored(tmp_path):
     (tmp_path / "src" / "x.gen.py").write_text(BUGGY)
     done = steplint("check", "--output-format", "json", ".", cwd=tmp_path)
     files = {d["filename"] for d in json.loads(done.stdout)}
-    assert files == {os.path.join("src", "train.py")}
+    assert files == {str(tmp_path.resolve() / "src" / "train.py")}  # absolute, as ruff writes them
 
 
 def test_default_path_is_the_current_folder(tmp_path):
@@ -222,3 +222,16 @@ def test_installed_wheel_finds_its_rules_from_any_folder(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "SL101" in done.stdout
     assert (target / "steplint" / "rules" / "sl101_scheduler_step_on_skipped_update.py").exists()
+
+
+def test_no_output_links_to_a_repository_that_does_not_exist(tmp_path):
+    """There is no hosted copy of steplint to link to: outputs carry no link (`steplint rule CODE`
+    prints a rule's docs), and the internal-error message asks for the traceback instead."""
+    target = tmp_path / "train.py"
+    target.write_text(BUGGY)
+    outputs = [steplint("check", "--output-format", fmt, str(target)).stdout for fmt in ("json", "sarif", "full", "github")]
+    outputs += [steplint("rule", "--all", "--output-format", "json").stdout, steplint("rule", "SL000").stdout]
+    outputs.append((ROOT / "README.md").read_text())
+    for output in outputs:
+        assert "github.com/steplint" not in output
+    assert all(d["url"] is None for d in json.loads(outputs[0]))

@@ -19,7 +19,8 @@ def checked(root, *args, env=None):
     done = subprocess.run([sys.executable, "-m", "steplint", "check", "--output-format", "json", *args, "."],
                           cwd=root, capture_output=True, text=True, env=env)
     assert done.returncode in (0, 1), done.stderr
-    return {(d["filename"].replace(os.sep, "/"), d["code"]) for d in json.loads(done.stdout)}
+    # JSON filenames are absolute, as ruff writes them
+    return {(os.path.relpath(d["filename"], os.path.realpath(root)).replace(os.sep, "/"), d["code"]) for d in json.loads(done.stdout)}
 
 
 def files(paths):

@@ -142,6 +142,27 @@ def test_step_counters_match_ground_truth(fused):
     restored.detach()
 
 
+@pytest.mark.parametrize("attached", ["model", "scaler only"])
+@pytest.mark.parametrize("report", ["before the forward pass", "after the update"])
+def test_step_counters_count_a_reported_batch_once(attached, report):
+    """The README's use: attached with `model=`, and the loop reports each batch's tokens."""
+    model, optimizer, scheduler, scaler = setup()
+    counters = StepCounters.attach(optimizer, scaler=scaler, scheduler=scheduler, model=model if attached == "model" else None)
+    for i in range(12):
+        batch = torch.randn(8, 4)
+        if report == "before the forward pass":
+            counters.batch(tokens=8)
+        scaler.scale(model(batch).pow(2).mean()).backward()
+        if (i + 1) % 3 == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        if report == "after the update":
+            counters.batch(tokens=8)
+    assert (counters.batches, counters.attempts, counters.tokens) == (12, 4, 96)
+    counters.detach()
+
+
 def test_step_counters_with_two_optimizers_sharing_a_scaler():
     torch.manual_seed(0)
     a, b = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)

@@ -100,6 +100,17 @@ def test_bad_pyproject_names_the_table(project):
     assert done.returncode == 2 and "pyproject.toml [tool.steplint]" in done.stderr and "extend_exclude" in done.stderr
 
 
+@pytest.mark.parametrize("body", ['[tool.steplint]\nselect = ["SL101"\n', '[project]\nname = "x\n[tool.steplint]\nselect = ["SL101"]\n'])
+def test_a_pyproject_that_is_not_toml_is_an_error_naming_file_and_position(project, body):
+    """Not a silent fallback to the defaults: it may hold the project's steplint table."""
+    (project / "pyproject.toml").write_text(body)
+    for args in (["."], ["-", "--stdin-filename", "src/train.py"]):
+        done = steplint("check", *args, cwd=project, input="x = 1\n")
+        assert done.returncode == 2, done.stderr
+        assert re.search(r"pyproject\.toml: invalid TOML: .*\((at line \d+, column \d+|at end of document)\)", done.stderr), done.stderr
+        assert "Traceback" not in done.stderr
+
+
 def test_schedule_basis_setting_and_intent_comment(project):
     assert codes(steplint("check", "--output-format", "json", "src/train.py", cwd=project)) == [("train.py", "SL101")]
     (project / "steplint.toml").write_text('schedule-basis = "tokens"\n')
@@ -243,7 +254,7 @@ def test_sarif_has_the_required_structure(project):
     rule_ids = [r["id"] for r in driver["rules"]]
     assert {"SL101", "SL102"} <= set(rule_ids)
     for rule in driver["rules"]:
-        assert rule["shortDescription"]["text"] and rule["helpUri"].startswith("https://")
+        assert rule["shortDescription"]["text"] and "helpUri" not in rule  # no hosted docs to link to
     assert len(run["results"]) == 3
     for result in run["results"]:
         assert result["message"]["text"]

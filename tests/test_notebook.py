@@ -62,7 +62,7 @@ def test_locations_in_full_and_concise_output(tmp_path):
     assert f"{target}:cell 5:9:5: SL101" in full.stdout
     assert "9 |     warmup.step()  # expect: SL101" in full.stdout  # the cell's own line and row
     concise = steplint("check", "--output-format", "concise", "--quiet", str(target))
-    assert concise.stdout == f"{target}:cell 5:9:5: SL101 `warmup` advances even when `scaler.step(opt)` skipped the update; gate it on the committed update\n"
+    assert concise.stdout == f"{target}:cell 5:9:5: SL101 [*] `warmup` advances even when `scaler.step(opt)` skipped the update; gate it on the committed update\n"
 
 
 def test_json_has_the_cell_and_rows_within_it(tmp_path):

@@ -67,3 +67,14 @@ def test_fix_hook_rewrites_the_file(steplint_repo, user_repo):
     git("add", ".", cwd=user_repo)
     again = try_repo(steplint_repo, "steplint", user_repo)
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_the_shipped_hook_pinned_to_a_commit_hash_as_the_readme_says(user_repo):
+    """No release tags: `rev:` is the full hash of a commit (`git rev-parse HEAD` in the checkout)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    assert "`rev:` the full hash of a\ncommit of it (`git rev-parse HEAD` in the checkout" in (ROOT / "README.md").read_text()
+    (user_repo / ".pre-commit-config.yaml").write_text(f"repos:\n  - repo: {ROOT}\n    rev: {head}\n    hooks:\n      - id: steplint\n")
+    git("add", ".", cwd=user_repo)
+    done = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=user_repo, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "train.py:19:9: SL101" in done.stdout

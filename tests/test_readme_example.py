@@ -29,6 +29,7 @@ def test_example_passes(tmp_path):
 
 
 def test_example_fails_as_described(tmp_path):
+    assert 'drop `"scaler"` from the keys that `save` writes and `load` reads' in (ROOT / "README.md").read_text()  # what is done below
     ungated = example().replace("        if committed:\n            run[\"scheduler\"].step()\n            run[\"step\"] += 1\n",
                                 "        run[\"scheduler\"].step()\n        run[\"step\"] += 1\n")
     assert ungated != example()

@@ -65,6 +65,7 @@ def test_precommit_configuration_runs_as_written(tmp_path):
     repo.mkdir()
     (repo / ".pre-commit-config.yaml").write_text(config)
     (repo / "train.py").write_text(BUGGY)
+    (repo / "explore.ipynb").write_text((FIXTURES / "SL101" / "notebook_amp.ipynb").read_text())
     (repo / "notes.txt").write_text("not python\n")
     for command in (["init", "-q"], ["add", "."]):
         subprocess.run(["git", *command], cwd=repo, check=True)
@@ -75,7 +76,30 @@ def test_precommit_configuration_runs_as_written(tmp_path):
     failed = pre_commit()
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "train.py:19:9: SL101" in failed.stdout
-    subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "train.py"], cwd=repo, check=True, capture_output=True)
+    assert "explore.ipynb:cell " in failed.stdout and "SL101" in failed.stdout  # notebooks are checked too
+    subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "train.py", "explore.ipynb"], cwd=repo, check=True, capture_output=True)
     passed = pre_commit()
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "steplint" in passed.stdout and "Passed" in passed.stdout
+
+
+def test_configuration_sample_copied_as_is_keeps_the_default_rules_on(tmp_path):
+    """Pasted into a project, the sample changes what it shows (SL104 ignored, ...) and nothing else:
+    SL102 still reports an update counter that counts skipped updates."""
+    [sample, top_level] = blocks("### Configuration", "toml")
+    (tmp_path / "pyproject.toml").write_text(sample)
+    (tmp_path / "train.py").write_text((FIXTURES / "SL102" / "nanogpt_style.py").read_text())
+    done = steplint("check", "--output-format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "SL102" in {d["code"] for d in json.loads(done.stdout)}
+
+
+def test_steplint_toml_takes_the_keys_at_the_top_level(tmp_path):
+    [_, top_level] = blocks("### Configuration", "toml")
+    (tmp_path / "steplint.toml").write_text(top_level)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "run.py").write_text(BUGGY)
+    (tmp_path / "train.py").write_text(BUGGY)
+    done = steplint("check", "--output-format", "json", ".", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert {(d["filename"].replace(os.sep, "/").split(str(tmp_path).replace(os.sep, "/") + "/")[-1], d["code"]) for d in json.loads(done.stdout)} == {("train.py", "SL101")}

@@ -59,3 +59,30 @@ def test_unused_noqa_judges_steplint_codes_only(tmp_path):
         (3, "Unused `noqa` directive (suppresses nothing: `SL101`)"),
         (4, "Unused `noqa` directive (suppresses nothing: `SL999`)"),
     ]
+
+
+MULTI_LINE_CONDITION = '''import torch
+
+
+def train(model, loader, optimizer, scheduler):
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        scaler.scale(model(batch).mean()).backward()
+        scale_before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if (scaler.get_scale()
+                >= scale_before):
+            scheduler.step()
+'''
+
+
+def test_a_condition_written_on_two_lines_is_quoted_on_one(tmp_path):
+    target = tmp_path / "train.py"
+    target.write_text(MULTI_LINE_CONDITION)
+    text = steplint("check", "--output-format", "concise", target).stdout
+    found = json.loads(steplint("check", "--output-format", "json", target).stdout)
+    quoting = [d["message"] for d in found if "scale_before" in d["message"]]
+    assert quoting and all("\n" not in message for message in quoting)
+    assert "`scaler.get_scale() >= scale_before`" in quoting[0]
+    assert sum("SL105" in line for line in text.splitlines()) == 1 and "scaler.get_scale() >= scale_before`" in text

@@ -77,15 +77,19 @@ def load(path: Path):
     return module
 
 
-def fixed_copy(tmp_path: Path, name: str, unsafe: bool = True) -> Path:
-    """A copy of a loop after `steplint check --fix` (and `--unsafe-fixes` unless `unsafe` is False)."""
+def fixed_copy(tmp_path: Path, name: str, unsafe: bool = True, complete: bool = True, runs: int = 1) -> Path:
+    """A copy of a loop after `steplint check --fix` (and `--unsafe-fixes` unless `unsafe` is False),
+    run `runs` times (a fix that the first report could not show comes with the next run).
+    `complete`: the fixes change the file and leave no diagnostic (else that is the test's to say)."""
     target = tmp_path / name
     shutil.copy(LOOPS / name, target)
-    done = subprocess.run(
-        [sys.executable, "-m", "steplint", "check", "--fix", *(["--unsafe-fixes"] if unsafe else []), str(target)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert target.read_text() != (LOOPS / name).read_text()
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-m", "steplint", "check", "--fix", *(["--unsafe-fixes"] if unsafe else []), str(target)], capture_output=True, text=True
+        )
+    assert done.returncode in ((0,) if complete else (0, 1)), done.stdout + done.stderr
+    if complete:
+        assert target.read_text() != (LOOPS / name).read_text()
     return target
 
 
@@ -268,7 +272,8 @@ def _optional_trainer(module, amp, seed=0):
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32-no-scaler", "amp"])
 def test_checkpoint_fix_handles_an_absent_scaler_and_old_checkpoints(tmp_path, amp):
     unfixed = load(LOOPS / "optional_checkpoint_loop.py")
-    fixed = load(fixed_copy(tmp_path, "optional_checkpoint_loop.py"))
+    # the restore's fix appears once the checkpoint stores the state: with the second run
+    fixed = load(fixed_copy(tmp_path, "optional_checkpoint_loop.py", runs=2))
     batches = [torch.randn(8, 4) for _ in range(6)]
 
     # a checkpoint written before the fix still resumes after it: the new entries are optional

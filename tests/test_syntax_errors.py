@@ -10,6 +10,8 @@ import pytest
 from steplint.config import Settings
 from steplint.engine import lint_source
 
+from conftest import FIXTURES
+
 BROKEN = {
     "unclosed_paren": "x = 1\ny = (2,\n",
     "bad_def": "x = 1\n\n\ndef f(:\n    pass\n",
@@ -75,3 +77,71 @@ def test_unparsable_files_in_json_carry_the_position(tmp_path):
     [item] = json.loads(done.stdout)
     assert (item["code"], item["location"]) == ("SL001", {"row": 2, "column": 5})
     assert "'(' was never closed" in item["message"]
+
+
+BUGGY = (FIXTURES / "SL101" / "plain_amp_script.py").read_text().replace("  # expect: SL101", "")
+
+
+def _check(folder, *paths):
+    return subprocess.run([sys.executable, "-m", "steplint", "check", "--no-cache", "--output-format", "json", *paths], capture_output=True, text=True, cwd=folder)
+
+
+# -- files CPython accepts -----------------------------------------------------------------------------
+
+
+def test_a_form_feed_before_a_nested_blocks_indentation_is_no_syntax_error(tmp_path):
+    """Python's tokenizer resets the indentation at a form feed; LibCST's rejected the nested block."""
+    source = BUGGY.replace("        with torch.autocast", "\f        with torch.autocast")
+    compile(source, "train.py", "exec")
+    (tmp_path / "train.py").write_text(source)
+    done = _check(tmp_path, "train.py")
+    assert [(d["code"], d["location"]["row"]) for d in json.loads(done.stdout)] == [("SL101", 19)]
+
+
+def test_a_form_feed_before_a_statement_keeps_its_quoted_span_and_its_fix(tmp_path):
+    source = BUGGY.replace("        scaler.step(optimizer)\n", "\f        scaler.step(optimizer)\n")
+    (tmp_path / "train.py").write_text(source)
+    [diagnostic] = json.loads(_check(tmp_path, "train.py").stdout)
+    assert "`scaler.step(optimizer)` skipped" in diagnostic["message"] and diagnostic["fix"] is not None
+    fixed = subprocess.run([sys.executable, "-m", "steplint", "check", "--fix", "train.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    text = (tmp_path / "train.py").read_text()
+    assert "\f        committed = committed_step(scaler, optimizer)\n" in text
+    compile(text, "train.py", "exec")
+
+
+def test_a_latin1_coding_cookie_with_cr_line_breaks_is_read(tmp_path):
+    source = ("# -*- coding: latin-1 -*-\n# r\xe9glages\n" + BUGGY).replace("\n", "\r")
+    compile(source.encode("latin-1"), "train.py", "exec")
+    (tmp_path / "train.py").write_bytes(source.encode("latin-1"))
+    done = _check(tmp_path, "train.py")
+    assert [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout
+
+
+# -- the project's Python ------------------------------------------------------------------------------
+
+NEWER = "type Pair[T] = tuple[T, T]\n\n\ndef first[T](pair: Pair[T]) -> T:\n    return pair[0]\n"  # PEP 695, Python 3.12
+RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's grammar itself")
+@pytest.mark.parametrize("config", [("pyproject.toml", '[project]\nname = "demo"\nrequires-python = ">=3.12"\n'),
+                                    ("steplint.toml", 'target-version = "py312"\n')])
+def test_syntax_newer_than_the_running_python_is_said_so_not_called_broken(tmp_path, config):
+    (tmp_path / "generic.py").write_text(NEWER)
+    (tmp_path / "train.py").write_text(BUGGY)
+    broken = _check(tmp_path, ".")
+    assert [d["code"] for d in json.loads(broken.stdout) if d["filename"].endswith("generic.py")] == ["SL001"]
+    assert f"(checked with Python {RUNNING})" in json.loads(broken.stdout)[0]["message"]
+    (tmp_path / config[0]).write_text(config[1])
+    done = _check(tmp_path, ".")
+    assert done.returncode == 1 and [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout  # train.py's
+    assert f"generic.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse it" in done.stderr
+    assert "the project targets Python 3.12" in done.stderr
+
+
+def test_the_target_version_setting_is_checked(tmp_path):
+    (tmp_path / "steplint.toml").write_text('target-version = "3.12"\n')
+    (tmp_path / "train.py").write_text(BUGGY)
+    done = _check(tmp_path, ".")
+    assert done.returncode == 2 and "target-version" in done.stderr

@@ -44,6 +44,7 @@ from steplint.model.state import Checkpoint, State
 from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.text import Text
+from steplint.model.units import Units
 from steplint.model.syntax import ImportMap, current_children, forget_children, restore_children, walk_expressions
 from steplint.model.calls import call_events
 from steplint.model.groups import resite_group_events
@@ -84,6 +85,7 @@ class ModuleModel:
         self.state = State(self)
         self.passes = Passes(self)
         self.windows = Windows(self)
+        self.units = Units(self)
 
     def remember(self, key: tuple, compute):
         """The memoized value of a fact, computed on first use."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from functools import cached_property
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
+from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
 from steplint.suppress import intent_basis
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 COMMITTED_UPDATES = "committed-updates"
 
-_DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens", re.I)
+# Names of sizes that turn a count of batches into a data position (`step * batch_size * world_size`).
+DATA_SIZE = re.compile(r"batch|sample|seq_len|block_size|context|tokens|duration|world_size", re.I)
 _DATA_SKIP = re.compile(r"^(skip_first_batches|islice|set_start_index|set_start_iter|set_skip|skip|seek)$|sampler", re.I)
 
 
@@ -140,7 +141,7 @@ class Counters:
         feeds: Set[str] = set()
         for k in derived:
             feeds |= self._fed_by_key.get(k, set())
-        if not derived.isdisjoint(self._data_positions):
+        if not derived.isdisjoint(self.data_positions):
             feeds.discard("checkpoint")
         if not derived.isdisjoint(self._epoch_data_counters):
             feeds.discard("stop")
@@ -201,10 +202,10 @@ class Counters:
     def stores_data_position(call: cst.Call) -> bool:
         """A saver handed the batch size with the index (`save_checkpoint(..., step=i + 1,
         batch_size=bs)`) stores where the data stands, in batches: the right unit for that."""
-        return any(_DATA_SIZE.search(a.keyword.value if a.keyword else dotted(a.value) or "") for a in call.args)
+        return any(DATA_SIZE.search(a.keyword.value if a.keyword else dotted(a.value) or "") for a in call.args)
 
     @cached_property
-    def _data_positions(self) -> Set[str]:
+    def data_positions(self) -> Set[str]:
         """Keys that locate the data: multiplied by a batch or sequence size, or handed to a
         sampler or loader to skip what was consumed (`skip_first_batches(loader, step)`)."""
         found: Set[str] = set()
@@ -212,7 +213,7 @@ class Counters:
             for sub in walk_expressions(node):
                 if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Multiply):
                     for side, other in ((sub.left, sub.right), (sub.right, sub.left)):
-                        if isinstance(side, (cst.Name, cst.Attribute)) and _DATA_SIZE.search(" ".join(names_in(other))):
+                        if isinstance(side, (cst.Name, cst.Attribute)) and DATA_SIZE.search(" ".join(names_in(other))):
                             found.add(self.model.roles.key(side, site.scope) or "")
                 elif isinstance(sub, cst.Call) and _DATA_SKIP.search(last_name(sub.func) or ""):
                     found.update(self.model.keys_in(sub, site.scope))
@@ -221,35 +222,9 @@ class Counters:
     @cached_property
     def _fed_by_key(self) -> Dict[str, Set[str]]:
         """Key -> what reading it feeds: "schedule" (scheduler arguments), "lr" (a manual LR value),
-        "checkpoint" (a save or its condition), "eval" and "stop" (their conditions, a while test)."""
-        fed: Dict[str, Set[str]] = defaultdict(set)
-
-        def feeds(label: str, keys: Iterable[str]) -> None:
-            for k in keys:
-                fed[k].add(label)
-
-        for event in self.model.events:
-            s = event.site.scope
-            if event.kind == SCHEDULER_STEP:
-                if isinstance(event.node, cst.Assign):
-                    feeds("lr", self.model.keys_in(event.node.value, s))
-                elif _step_update_does_nothing(event):
-                    continue
-                else:
-                    for argument in event.node.args:
-                        feeds("schedule", self.model.keys_in(argument.value, s))
-            label = {CHECKPOINT_SAVE: "checkpoint", EVALUATION: "eval", EARLY_EXIT: "stop"}.get(event.kind)
-            if label is None:
-                continue
-            for guard in event.site.guards:
-                if label == "stop" and guard.early_exit:
-                    continue  # `if ...: continue` before `if done: break` decides whether this pass reaches the stop test, not the stop
-                feeds(label, self.model.keys_in(guard.test, s))
-            if event.kind == CHECKPOINT_SAVE:
-                feeds(label, self.model.keys_in(event.node, s))
-        for loop, site in self.model.structure.while_loops:
-            feeds("stop", self.model.keys_in(loop.test, site.scope))
-        return fed
+        "checkpoint" (a save or its condition), "eval" and "stop" (their conditions, a while test):
+        the labels of its consumers (model.units)."""
+        return {key: {c.label for c in consumers} for key, consumers in self.model.units.consumers.items()}
 
     def resume_keys(self) -> Set[str]:
         """Update counters a resumed run needs back: they set the LR or the end of the run. (One that
@@ -279,13 +254,6 @@ class Counters:
             and not (role.prepared or role.engine_owned or role.metric)
             and self.schedule_basis(event) == COMMITTED_UPDATES
         )
-
-
-def _step_update_does_nothing(event: Event) -> bool:
-    """timm's `step_update(n)` moves the LR only for a scheduler built with `t_in_epochs=False`;
-    unless the code shows that, the counter it reads feeds nothing."""
-    func = event.node.func if isinstance(event.node, cst.Call) else None
-    return isinstance(func, cst.Attribute) and func.attr.value == "step_update" and (event.role is None or event.role.per_update is not True)
 
 
 def _is_cadence(test: cst.CSTNode) -> bool:

@@ -84,7 +84,7 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
     for node, site in structure.statements:
         statement = type(node)  # (type tests: see steplint.model.syntax.dotted)
         if statement is cst.AugAssign and type(node.operator) is cst.AddAssign:
-            if isinstance(node.value, cst.Integer) and node.value.value == "1" and isinstance(node.target, (cst.Name, cst.Attribute)):
+            if _adds_one(node.value) and isinstance(node.target, (cst.Name, cst.Attribute)):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=node.target))
         elif statement is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
@@ -161,9 +161,10 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if kind == EMA and method in ("update", "update_parameters", "step"):
             return Event(EMA_UPDATE, call, site, obj, role)
         if method == "step":
-            if kind == SCALER and args:
+            stepped = args[0] if args else keyword(call, "optimizer")  # `scaler.step(optimizer=opt)` too
+            if kind == SCALER and stepped is not None:
                 skips = role.enabled is not False
-                return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=args[0], strategy=SCALER)
+                return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=stepped, strategy=SCALER)
             if kind == OPTIMIZER and role.skips:  # apex dynamic loss scaling, or declared in configuration
                 return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
@@ -182,8 +183,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             scaler = obj.func.value
             if roles.is_(scaler, scope, SCALER):
                 return Event(SCALED_BACKWARD, call, site, scaler, roles.of(scaler, scope))
-        if method == "unscale_" and kind == SCALER and args:
-            return Event(UNSCALE, call, site, obj, role, optimizer=args[0])
+        if method == "unscale_" and kind == SCALER and (args or keyword(call, "optimizer") is not None):
+            return Event(UNSCALE, call, site, obj, role, optimizer=args[0] if args else keyword(call, "optimizer"))
         if method == "zero_grad" and kind == OPTIMIZER:
             return Event(ZERO_GRAD, call, site, obj, role, optimizer=obj)
         if method == "load_state_dict" and kind in (OPTIMIZER, SCHEDULER, SCALER) and args and not copies_live_state(args[0]):
@@ -267,6 +268,14 @@ def _is_lr_slot(target: cst.Subscript, site: Site, param_group_vars: set) -> boo
     if isinstance(base, cst.Subscript) and isinstance(base.value, cst.Attribute) and base.value.attr.value == "param_groups":
         return True
     return False
+
+
+def _adds_one(value: cst.BaseExpression) -> bool:
+    """`+= 1`, or `+= 1 if boundary else 0` (steplint.model.structure guards it by its test)."""
+    if isinstance(value, cst.IfExp):
+        arms = {getattr(value.body, "value", None), getattr(value.orelse, "value", None)}
+        return isinstance(value.body, cst.Integer) and isinstance(value.orelse, cst.Integer) and arms == {"1", "0"}
+    return isinstance(value, cst.Integer) and value.value == "1"
 
 
 def _is_self_increment(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:

@@ -40,6 +40,9 @@ _BOUNDARY_FLAG = re.compile(r"boundary|should_step|do_step|is_accumulating|sync_
 _RANK_NAME = re.compile(r"(^|_)(rank|local_rank|global_rank|is_main_process|is_local_main_process|is_master|is_global_zero|is_main|main_process)$", re.I)
 _FINITE_CALLS = {"isfinite", "isnan", "isinf", "isnan_", "isfinite_"}
 _ACCEPTED_COMMIT_ATTRS = {"optimizer_step_was_skipped"}
+# calls whose result is the same on every rank: gradient norms (torch's over all-reduced gradients;
+# FSDP's, accelerate's and DeepSpeed's reduce across ranks) and a sharded tensor gathered whole
+_GLOBAL_VALUE_CALLS = {"clip_grad_norm_", "clip_grad_norm", "get_total_norm", "full_tensor"}
 
 
 def is_finiteness_check(expr: cst.CSTNode) -> bool:
@@ -47,6 +50,26 @@ def is_finiteness_check(expr: cst.CSTNode) -> bool:
         if isinstance(sub, cst.Call) and last_name(sub.func) in _FINITE_CALLS:
             return True
     return False
+
+
+def _names_read(test: cst.BaseExpression) -> Set[str]:
+    """Plain names a test reads (`torch` and `norm` in `torch.isfinite(norm.item())`), not attribute names."""
+    found: Set[str] = set()
+    stack: List[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        else:
+            stack.extend(node.children)
+    return found
+
+
+def _is_literal_default(value: cst.BaseExpression) -> bool:
+    """`True`, `False`, `None`, a number: a flag's value before the code decides it."""
+    return isinstance(value, (cst.Integer, cst.Float)) or (isinstance(value, cst.Name) and value.value in ("True", "False", "None"))
 
 
 def divides_by_window(modulo: cst.BinaryOperation) -> bool:
@@ -113,6 +136,7 @@ class Guards:
         self._scale_vars: Set[str] = set()  # scoped names holding a loss-scale read
         self._conditions: Dict[int, tuple] = {}
         self._assigned: Dict[int, Dict[str, List[int]]] = {}
+        self._rank_global: Dict[int, Dict[str, List[int]]] = {}
 
     def mark(self, test: int, kinds: FrozenSet[str]) -> None:
         """Give the test `id(test)` the kinds a later step of the build learned (accelerate's windows)."""
@@ -173,6 +197,38 @@ class Guards:
                         found.setdefault(text, []).append(site.order)
         return found
 
+    def same_on_every_rank(self, test: cst.BaseExpression, scope: Scope, before: int) -> bool:
+        """The test reads only values every rank holds alike: gradients after backward (DDP has
+        all-reduced them), a norm of them (`clip_grad_norm_`, also FSDP's, accelerate's and
+        DeepSpeed's, which reduce across ranks themselves), or a sharded tensor gathered whole
+        (`DTensor.full_tensor()`), read directly or through a local assigned once from one of these."""
+        if any(isinstance(sub, cst.Attribute) and sub.attr.value == "grad" for sub in walk_expressions(test)):
+            return True
+        reads = [sub for sub in walk_expressions(test) if isinstance(sub, cst.Call) and last_name(sub.func) in _GLOBAL_VALUE_CALLS]
+        if reads:
+            return True
+        local = self._assignments_in(scope).keys() | {p.name.value for p in scope.params}
+        values = _names_read(test) & local  # (modules and builtins, `torch` and `math`, are no values)
+        sources = self._global_locals(scope)
+        return bool(values) and all(name in sources and all(order < before for order in sources[name]) for name in values)
+
+    def _global_locals(self, scope: Scope) -> Dict[str, List[int]]:
+        """Locals of a scope every assignment of which is a call giving a value alike on all ranks ->
+        orders of those assignments."""
+        found = self._rank_global.get(id(scope))
+        if found is None:
+            written: Dict[str, List[tuple]] = {}
+            for node, site in self.model.statements_of(scope):
+                for target in assignment_targets(node):
+                    if isinstance(target, cst.Name):
+                        value = node.value if isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target else None
+                        alike = isinstance(value, cst.Call) and last_name(value.func) in _GLOBAL_VALUE_CALLS
+                        written.setdefault(target.value, []).append((alike, site.order))
+            found = self._rank_global[id(scope)] = {
+                name: [order for _, order in writes] for name, writes in written.items() if all(alike for alike, _ in writes)
+            }
+        return found
+
     def flag_kinds(self, name: cst.Name, scope: Scope) -> FrozenSet[str]:
         return self._flags.get(self.model.roles.key(name, scope) or "", frozenset())
 
@@ -183,11 +239,14 @@ class Guards:
 
     @cached_property
     def _flag_assignments(self) -> Dict[tuple, cst.Assign]:
-        """(scope, key of the target) -> the first single-target assignment to it."""
+        """(scope, key of the target) -> the first single-target assignment to it that is no literal
+        default (`ran = True` ... `ran = before <= after`: the flag keeps the comparison)."""
         found: Dict[tuple, cst.Assign] = {}
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1:
-                found.setdefault((id(site.scope), self.model.roles.key(node.targets[0].target, site.scope)), node)
+                place = (id(site.scope), self.model.roles.key(node.targets[0].target, site.scope))
+                if place not in found or (_is_literal_default(found[place].value) and not _is_literal_default(node.value)):
+                    found[place] = node
         return found
 
     @cached_property

@@ -83,14 +83,14 @@ def _dropped_by(event: Event) -> Optional[Tuple[int, cst.ExceptHandler]]:
         if isinstance(block.owner, (cst.For, cst.While)):
             return None  # a `try` around the whole loop ends the loop: nothing goes on
         if isinstance(block.owner, cst.Try):
-            handler = next((h for h in block.owner.handlers if _catches_overflow(h)), None)
+            handler = next((h for h in block.owner.handlers if catches_overflow(h)), None)
             if handler is not None:
                 goes_on = not ends_in(handler.body, (cst.Raise,)) and _drops_the_update(handler, dotted(event.subject))
                 return (index, handler) if goes_on else None
     return None
 
 
-def _catches_overflow(handler: cst.ExceptHandler) -> bool:
+def catches_overflow(handler: cst.ExceptHandler) -> bool:
     caught = handler.type
     names = [e.value for e in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
     return any(isinstance(n, cst.Name) and n.value == "OverflowError" for n in names)

@@ -11,6 +11,7 @@ after `scaler.step(opt)` runs whether that update committed or was skipped, unle
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Dict, List, Optional
 
@@ -108,7 +109,9 @@ class Passes:
         """Events of `kinds` that run in the same pass of the same loop as `event`."""
         return [
             e for e in self.model.pass_events(event.site, *kinds)
-            if e is not event and not self.exclusive(e.site, event.site) and not self._scaler_absent(e, event) and not self._scaler_absent(event, e)
+            if e is not event and not self.exclusive(e.site, event.site) and not any(
+                absent(a, b) for absent in (self._scaler_absent, self._scaler_disabled) for a, b in ((e, event), (event, e))
+            )
         ]
 
     def _scaler_absent(self, scaler_event: Event, other: Event) -> bool:
@@ -129,6 +132,24 @@ class Passes:
             low, high = sorted((tested.order, scaler_event.order))
             if not self.model.guards.assigned_between(name, other.site.scope, low, high):
                 return True
+        return False
+
+    def _scaler_disabled(self, scaler_event: Event, other: Event) -> bool:
+        """`other` runs only where the scaler of `scaler_event` is disabled: under the false arm of a
+        test of the flag its `enabled=` reads (`GradScaler(enabled=use_amp)`, then `if use_amp: ...
+        else: optimizer.step()`), the flag not assigned in that function before. A disabled scaler scales
+        nothing and its step is the plain one."""
+        role = scaler_event.role
+        flag = role.enabled_by if role is not None and role.kind == SCALER else None
+        if flag is None:
+            return False
+        scaler_key = self.model.roles.key(scaler_event.subject, scaler_event.site.scope) or ""
+        if "." not in flag and scaler_key.split(":", 1)[0] != other.site.scope.name:
+            return False  # a plain name is the same flag only in the function that built the scaler
+        for guard in other.site.guards:
+            text, flipped = self.model.guards.condition(guard.test)
+            if text == flag and guard.negated != flipped and not guard.early_exit:
+                return not self.model.guards.assigned_between(flag, other.site.scope, 0, other.order)
         return False
 
     def covers(self, later: Site, earlier: Site) -> bool:
@@ -153,6 +174,20 @@ class Passes:
             if match is None or match[1] != (guard.negated != flipped) or not self.model.guards.unchanged(match[0], guard, later.scope):
                 return False
         return True
+
+    def covered_by_some(self, laters: List[Site], earlier: Site) -> bool:
+        """Some of `laters` runs on every path through `earlier`: one covers it alone, or they sit in
+        the arms of one `if`/`else` (`if cap: scaler.update(new_scale=cap) else: scaler.update()`),
+        which together run wherever that `if` does."""
+        sites = [s for s in laters if self.same_iteration(s, earlier) and s.order > earlier.order]
+        while sites:
+            if any(self.covers(s, earlier) for s in sites):
+                return True
+            merged = _merge_opposite_arms(sites)
+            if merged is None:
+                return False
+            sites = merged
+        return False
 
     def shares_its_pass(self, update: Event) -> bool:
         """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
@@ -199,3 +234,21 @@ def _exits_before(first: Site, second: Site) -> bool:
         if any(isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and any(isinstance(x, EXITS) for x in s.body) for s in rest):
             return True
     return False
+
+
+def _merge_opposite_arms(sites: List[Site]) -> Optional[List[Site]]:
+    """Replace two sites in the two arms of the same innermost test (guards equal but for that test,
+    taken both ways) by one site under the outer guards only: the pair runs wherever the `if` does.
+    None when no such pair exists."""
+    for i, a in enumerate(sites):
+        for b in sites[i + 1 :]:
+            if not a.guards or len(a.guards) != len(b.guards):
+                continue
+            last_a, last_b = a.guards[-1], b.guards[-1]
+            if last_a.test is not last_b.test or last_a.negated == last_b.negated or last_a.early_exit or last_b.early_exit:
+                continue
+            if any(x.test is not y.test or x.negated != y.negated for x, y in zip(a.guards[:-1], b.guards[:-1])):
+                continue
+            joined = replace(a, guards=a.guards[:-1], order=min(a.order, b.order))
+            return [joined] + [s for s in sites if s is not a and s is not b]
+    return None

@@ -33,6 +33,14 @@ class Positions:
         self._whole_module = False
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        found = self.get(node)
+        if found is None:
+            raise KeyError(node)
+        return found
+
+    def get(self, node: cst.CSTNode) -> Optional[CodeRange]:
+        """The node's range; None for a node that is not in the module (one the project index
+        composed, such as a callee's `self.x` in its caller's terms)."""
         found = self._known.get(node)
         if found is not None:
             return found
@@ -46,7 +54,7 @@ class Positions:
         if not self._whole_module:
             self._whole_module = True
             self._known.update(MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider))
-        return self._known[node]
+        return self._known.get(node)
 
     def _top_statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         structure = self.structure

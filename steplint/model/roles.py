@@ -77,6 +77,7 @@ class Role:
     accelerator: Optional[str] = None  # source text of the Accelerator that prepared it
     engine_owned: bool = False  # returned by deepspeed.initialize(...): the engine steps it
     enabled: object = ...  # a scaler's literal `enabled=`; `...` when not literal
+    enabled_by: Optional[str] = None  # a scaler's `enabled=` when it is a name or attribute (`use_amp`, `args.fp16`)
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
@@ -231,7 +232,8 @@ class RoleTable:
             return None
         tail = qualified.rsplit(".", 1)[-1]
         if qualified in SCALER_CLASSES:
-            return Role(SCALER, CONSTRUCTOR, enabled=literal(keyword(call, "enabled")))
+            enabled = keyword(call, "enabled")
+            return Role(SCALER, CONSTRUCTOR, enabled=literal(enabled), enabled_by=dotted(enabled) if enabled is not None else None)
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
         if qualified in EMA_CLASSES:

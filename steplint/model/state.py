@@ -20,6 +20,7 @@ import libcst as cst
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 from steplint.model.syntax import dotted, last_name, literal, walk_expressions
+from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
@@ -59,15 +60,43 @@ class State:
         if found is None:
             return None
         scope = save.site.scope
+        counters = self.model.counters.resume_keys()
         for value in found.entries.values():
             for sub in walk_expressions(value):
                 if isinstance(sub, (cst.Name, cst.Attribute)):
                     key = self.model.roles.key(sub, scope)
                     role = self.model.roles.roles.get(key or "")
-                    kind = role.kind if role else ("counter" if key in self.model.counters.resume_keys() else None)
+                    kind = role.kind if role else ("counter" if key in counters else None)
                     if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                         found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
+                    elif kind is None and isinstance(sub, cst.Name):
+                        # a parameter: the counter its callers pass (`self.save(self.epoch + 1)`)
+                        found.holds.setdefault("counter", []).extend(sorted(self._passed_for(scope, sub.value) & counters))
         return found
+
+    def _passed_for(self, scope: "Scope", parameter: str) -> Set[str]:
+        """Keys read by what every call of a function of this module passes for one of its parameters:
+        the same counter through each caller's argument (`def save(self, epoch)` called as
+        `self.save(self.epoch + 1)`). Empty when it is no parameter, or some call passes no counter."""
+        params = [p.name.value for p in scope.params]
+        if parameter not in params or scope.parent is not None:
+            return set()
+        method, name = scope.class_name is not None, scope.name.rsplit(".", 1)[-1]
+        position = params.index(parameter) - (1 if method else 0)
+        if position < 0:
+            return set()  # `self` itself: no argument passes it
+        passed: List[Set[str]] = []
+        for call, site in self.model.structure.calls:
+            func = call.func
+            if method and isinstance(func, cst.Attribute) and func.attr.value == name and dotted(func.value) == "self" and site.scope.class_name == scope.class_name:
+                pass
+            elif not method and isinstance(func, cst.Name) and func.value == name:
+                pass
+            else:
+                continue
+            argument = argument_for(call, position, parameter) if not any(a.star for a in call.args) else None
+            passed.append(set(self.model.keys_in(argument, site.scope)) if argument is not None else set())
+        return set.intersection(*passed) if passed else set()
 
     @cached_property
     def saved_under(self) -> Dict[str, str]:
@@ -99,9 +128,31 @@ class State:
         return found
 
     def loaded(self, key: str) -> bool:
-        """Whether the module restores the object `key` holds: its own `load_state_dict`, or one of an
-        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`)."""
-        return key in self._loaded_keys or key in self._loaded_wrappers
+        """Whether the module restores the object `key` holds: its own `load_state_dict`, one of an
+        object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`), or one of
+        another name for the same object (`distr_scheduler = scheduler`)."""
+        return any(k in self._loaded_keys or k in self._loaded_wrappers for k in self._same_object.get(key, {key}))
+
+    @cached_property
+    def _same_object(self) -> Dict[str, Set[str]]:
+        """Key -> the keys holding the same object: a name assigned once, from another plain name
+        assigned at most once (`distr_scheduler = scheduler`), holds what that name holds."""
+        writes: Dict[str, List[Optional[str]]] = {}
+        for node, site in self.model.structure.statements:
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                plain = isinstance(node, cst.Assign) and len(targets) == 1 and isinstance(node.value, (cst.Name, cst.Attribute))
+                for target in targets:
+                    key = self.model.roles.key(target, site.scope)
+                    if key:
+                        writes.setdefault(key, []).append(self.model.roles.key(node.value, site.scope) if plain else None)
+        groups: Dict[str, Set[str]] = {}
+        for key, sources in writes.items():
+            if len(sources) == 1 and sources[0] is not None and sources[0] != key and len(writes.get(sources[0], ())) <= 1:
+                group = groups.get(key, {key}) | groups.get(sources[0], {sources[0]})
+                for member in group:
+                    groups[member] = group
+        return groups
 
     @cached_property
     def _loaded_wrappers(self) -> set:

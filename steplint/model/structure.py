@@ -28,6 +28,7 @@ class Scope:
     params: Tuple[cst.Param, ...] = ()
     local_names: set = field(default_factory=set)
     parent: Optional["Scope"] = None  # the enclosing function of a nested function
+    global_names: set = field(default_factory=set)  # names the function declares `global`: the module's, not its own
 
     def owner_of(self, name: str) -> Optional["Scope"]:
         """The function scope that binds `name`, this one or an enclosing one; None: a global."""
@@ -142,7 +143,11 @@ class _Walker:
     def statement(self, statement, scope, loops, guards, trail) -> None:
         if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in statement.body:
-                self.record(small, self.site(scope, loops, guards, trail), scope)
+                added = _conditional_add(small)
+                site = self.site(scope, loops, guards + added, trail)
+                self.record(small, site, scope)
+                for guard in added:
+                    self.structure.site_of[id(guard.test)] = site  # (where the test is read, like an `if`'s)
         elif isinstance(statement, cst.If):
             self.if_statement(statement, scope, loops, guards, trail)
         elif isinstance(statement, (cst.For, cst.While)):
@@ -223,6 +228,23 @@ class _ClassScope(Scope):
         super().__init__(outer.node, outer.name, class_name, outer.self_name, outer.params, outer.local_names)
 
 
+def _conditional_add(small: cst.BaseSmallStatement) -> Tuple[Guard, ...]:
+    """`n += 1 if boundary else 0` adds only when `boundary` holds: it runs as if under `if boundary:`
+    (and `n += 0 if warmup else 1` as if under its `else:`)."""
+    if not (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) and isinstance(small.value, cst.IfExp)):
+        return ()
+    value = small.value
+    if _is_zero(value.orelse) and not _is_zero(value.body):
+        return (Guard(value.test, False, small),)
+    if _is_zero(value.body) and not _is_zero(value.orelse):
+        return (Guard(value.test, True, small),)
+    return ()
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Integer) and expr.evaluated_value == 0
+
+
 def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
     """The condition the rest of a block runs under after an `if` that ends the pass on one side:
     `if cond: ...; continue` (no else) leaves `not cond`; `if cond: ... else: continue` leaves `cond`."""
@@ -244,7 +266,10 @@ def ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
 
 
 def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
-    if isinstance(node, (cst.Assign,)):
+    if isinstance(node, cst.Global) and scope.name != "<module>":
+        scope.global_names.update(n.name.value for n in node.names)
+        scope.local_names.difference_update(scope.global_names)
+    elif isinstance(node, (cst.Assign,)):
         for target in node.targets:
             _bind_target(target.target, scope)
     elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
@@ -253,7 +278,8 @@ def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
 
 def _bind_target(target: cst.BaseExpression, scope: Scope) -> None:
     if isinstance(target, cst.Name):
-        scope.local_names.add(target.value)
+        if target.value not in scope.global_names:
+            scope.local_names.add(target.value)
     elif isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
             _bind_target(element.value, scope)

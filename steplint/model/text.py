@@ -24,7 +24,7 @@ class Text:
     def span(self, node: cst.CSTNode) -> tuple:
         """(start offset, end offset) of a node."""
         where = self.positions[node]
-        return self.source.offset(where.start.line, where.start.column), self.source.offset(where.end.line, where.end.column)
+        return self.source.parsed_offset(where.start.line, where.start.column), self.source.parsed_offset(where.end.line, where.end.column)
 
     def rows(self, node: cst.CSTNode) -> tuple:
         """First and last rows (1-based lines) of a node."""
@@ -45,6 +45,9 @@ class Text:
         return self.rows(best[2]) if best else self.rows(node)
 
     def of(self, node: cst.CSTNode) -> str:
-        """The source text of a node, as written."""
+        """The source text of a node, as written; for a node that is in no source (the project index
+        composes `self._scaler` for a callee's `self._scaler` reached through `self.helper()`), its code."""
+        if self.positions.get(node) is None:
+            return cst.Module(body=[]).code_for_node(node)
         start, end = self.span(node)
         return self.source.text[start:end]

@@ -115,12 +115,13 @@ class _Values:
             return None  # also handed around as a value (a launcher calls it with what we cannot see)
         found = set()
         for call, site in callers:
-            argument = _argument(call, position, expr.value.value)
+            argument = argument_for(call, position, expr.value.value)
             found.add(_dict_literal_entry(self.model, argument, key, site) if argument is not None else None)
         return found.pop() if len(found) == 1 else None
 
 
-def _argument(call: cst.Call, position: int, name: str):
+def argument_for(call: cst.Call, position: int, name: str):
+    """The expression a call passes for the parameter at `position` named `name` (None: not visible)."""
     if any(a.star for a in call.args):
         return None
     positional = [a.value for a in call.args if a.keyword is None]

@@ -19,7 +19,7 @@ from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
 from steplint.project.reach import connected_modules
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
-from steplint.source import Source
+from steplint.source import Source, parse_python, parser_text
 
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
@@ -224,21 +224,25 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], po
 def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
     given = roles.fingerprint() if roles is not None else ""
     # (with the analyzer's own files, as the diagnostics' keys: an edited summarizer must not answer from old entries)
-    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{code_signature()}\0{relative}\0{given}\0{text}".encode()).hexdigest()
+    # (surrogatepass: a file name that is not UTF-8 comes from the OS with escapes that strict UTF-8 refuses)
+    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{code_signature()}\0{relative}\0{given}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None, keep_as: Optional[str] = None) -> Optional[ModuleSummary]:
     """The summary of one module's text (with the roles its callers give its parameters), or None
     when it does not parse or nests too deeply to analyse. `keep_as`: the path of the file's lint
     later in the run, which then reuses this parse."""
+    import libcst as cst  # (outside the try: its except clause names it)
+
+    from steplint.engine import analysis_bound, parse_and_keep
+    from steplint.model import build_model
+    from steplint.project.summarize import summarize
+
+    python_tree = parse_python(text)
+    if isinstance(python_tree, Exception) or analysis_bound(text, python_tree) is not None:
+        return None  # its own lint says why it is not analysed (SL001, or a warning); the project knows nothing of it
     try:
-        import libcst as cst
-
-        from steplint.engine import parse_and_keep
-        from steplint.model import build_model
-        from steplint.project.summarize import summarize
-
-        module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(text)
+        module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(parser_text(text))
         return summarize(build_model(Source(relative, text), module, settings, roles, keep_walk=keep_as is not None), relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
         return None  # the file's own lint reports it (SL001); the project just knows less of it

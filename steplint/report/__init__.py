@@ -1,6 +1,6 @@
 """Output formats: one module each, every one a function of the diagnostics and their sources."""
 
-from steplint.report import concise, full, github, json_format, json_lines, sarif
+from steplint.report import azure, concise, full, github, gitlab, grouped, json_format, json_lines, junit, pylint, rdjson, sarif
 
 FORMATS = {
     "full": full.render,
@@ -9,5 +9,14 @@ FORMATS = {
     "json-lines": json_lines.render,
     "sarif": sarif.render,
     "github": github.render,
+    "gitlab": gitlab.render,
+    "junit": junit.render,
+    "grouped": grouped.render,
+    "pylint": pylint.render,
+    "rdjson": rdjson.render,
+    "azure": azure.render,
 }
-MACHINE_FORMATS = ("json", "json-lines", "sarif", "github")
+# Formats that mark fixable diagnostics with `[*]`: they take `unsafe_fixes` too.
+MARKS_FIXES = ("concise", "grouped")
+# Formats a program reads: no summary after them (the summary goes nowhere for `-o FILE` either).
+MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint", "rdjson", "azure")

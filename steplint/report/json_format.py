@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Dict, Iterator, List, Optional
 
 from steplint.diagnostic import Diagnostic
 from steplint.notebook import CellIndex
 from steplint.source import Source
+
+
+def absolute(path: str) -> str:
+    """The path as ruff writes it in machine formats: absolute, except stdin's `-`."""
+    return path if path == "-" else os.path.abspath(path)
 
 
 def as_dict(d: Diagnostic, source: Source, cells: Optional[CellIndex] = None) -> dict:
@@ -28,7 +34,7 @@ def as_dict(d: Diagnostic, source: Source, cells: Optional[CellIndex] = None) ->
     return {
         "code": d.code,
         "message": d.message,
-        "filename": d.path,
+        "filename": absolute(d.path),
         "location": {"row": d.row, "column": d.column},
         "end_location": {"row": d.end_row, "column": d.end_column},
         "fix": fix,

@@ -70,14 +70,12 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
                     "driver": {
                         "name": "steplint",
                         "version": __version__,
-                        "informationUri": "https://github.com/steplint/steplint",
                         "rules": [
                             {
                                 "id": r.code,
                                 "name": r.name,
                                 "shortDescription": {"text": r.summary},
                                 "fullDescription": {"text": r.doc},
-                                "helpUri": r.url,
                                 "properties": {"fix": r.fix or "none"},
                             }
                             for r in rules

@@ -15,6 +15,7 @@ from steplint.server.convert import SOURCE_NAME
 
 QUICK_FIX = types.CodeActionKind.QuickFix.value
 FIX_ALL = "source.fixAll.steplint"
+NOTEBOOK_FIX_ALL = "notebook.source.fixAll.steplint"  # a notebook's fix-all on save, as VS Code asks for it
 
 
 def wanted(kind: str, only: Optional[Sequence[str]]) -> bool:
@@ -81,9 +82,10 @@ def _action(title, uri, version, edits, cells, diagnostic, preferred, versioned,
     return action
 
 
-def fix_all_action(uri: str, version: Optional[int], changes: Optional[List[Change]], versioned: bool) -> types.CodeAction:
-    """`source.fixAll.steplint`; without changes (resolve pending) it carries the document in `data`."""
-    action = types.CodeAction(title=f"{SOURCE_NAME}: Fix all auto-fixable problems", kind=FIX_ALL)
+def fix_all_action(uri: str, version: Optional[int], changes: Optional[List[Change]], versioned: bool, kind: str = FIX_ALL) -> types.CodeAction:
+    """Fix-all (`source.fixAll.steplint`, or its notebook kind); without changes (resolve pending)
+    it carries the document in `data`."""
+    action = types.CodeAction(title=f"{SOURCE_NAME}: Fix all auto-fixable problems", kind=kind)
     if changes is None:
         action.data = {"uri": uri, "version": version, "fixAll": True}
     else:

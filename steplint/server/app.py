@@ -22,26 +22,30 @@ import asyncio
 import functools
 import logging
 import os
+import re
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
+from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from steplint import __version__, cache
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.diagnostic import Diagnostic
-from steplint.engine import SYNTAX_ERROR, collect_garbage_rarely, fix_source, lint_source
-from steplint.rule import all_rules
-from steplint.server.actions import FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
-from steplint.server.convert import lsp_diagnostics, whole_text_edit
+from steplint.engine import MAX_ANALYSED_CHARS, SYNTAX_ERROR, collect_garbage_rarely, fix_source, lint_source
+from steplint.rule import all_rules, rule_text
+from steplint.server.actions import FIX_ALL, NOTEBOOK_FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
+from steplint.server.convert import lsp_diagnostics, position, whole_text_edit
 from steplint.server.notebooks import OpenNotebook, cell_diagnostics, open_notebook
 from steplint.server.notebooks import fix_all_changes as notebook_fix_all
+from steplint.server.protocol import SteplintProtocol
 from steplint.server.project import Projects, fingerprint
 from steplint.server.settings import LOG_LEVELS, DocumentSettings, EditorSettings, editor_settings
 from steplint.source import Source
@@ -70,7 +74,7 @@ class SteplintServer(LanguageServer):
     def __init__(self) -> None:
         python_cells = types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage(language="python")], notebook="*")
         super().__init__(
-            "steplint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            "steplint", __version__, protocol_cls=SteplintProtocol, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             notebook_document_sync=types.NotebookDocumentSyncOptions(notebook_selector=[python_cells], save=True),
         )
         self.editor = EditorSettings()
@@ -83,6 +87,7 @@ class SteplintServer(LanguageServer):
         self.publisher: Optional[asyncio.Task] = None
         self.published_cells: Dict[str, List[str]] = {}  # notebook URI -> the cells last published
         self.reported: set = set()  # configuration errors already shown to the user
+        self.too_large: set = set()  # documents the user was told are too large to analyse
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.projects: Optional[Projects] = None  # used on the engine thread only
         self.project_updates: Dict[str, asyncio.TimerHandle] = {}  # documents whose text the project awaits
@@ -144,7 +149,13 @@ class SteplintServer(LanguageServer):
     # -- documents ------------------------------------------------------------------------------
 
     def open_document(self, uri: str):
-        return self.workspace.text_documents.get(uri)
+        """The open document with this URI, however the client escaped it: pygls keys open
+        documents by the unescaped URI (`file:///a%20b.py` is stored as `file:///a b.py`)."""
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def open_uris(self) -> List[str]:
+        """The open documents' URIs as the client spelled them, for publishing."""
+        return [document.uri for document in list(self.workspace.text_documents.values())]
 
     def path_of(self, document) -> str:
         path = to_fs_path(document.uri)
@@ -157,10 +168,10 @@ class SteplintServer(LanguageServer):
         """Path -> (uri, text) of the open Python documents that are files: the project reads
         their texts, not the files'."""
         found = {}
-        for uri, document in list(self.workspace.text_documents.items()):
-            path = to_fs_path(uri)
-            if path and path.endswith(".py") and self.is_python(document):
-                found[path] = (uri, document.source)
+        for document in list(self.workspace.text_documents.values()):
+            path = to_fs_path(document.uri)
+            if path and path.endswith(".py") and self.is_python(document) and len(document.source) <= MAX_ANALYSED_CHARS:
+                found[path] = (document.uri, document.source)
         return found
 
     def snapshot(self, uri: str):
@@ -194,16 +205,28 @@ class SteplintServer(LanguageServer):
         if found is None:
             return None
         document, text, key = found
-        if not self.is_python(document):
+        if not self.is_python(document) or not self.editor.enable:
             return Linted(key, [], False)
         path = self.path_of(document)
         settings = self.documents.settings_for(path)
         self.report_configuration_errors()
         if to_fs_path(uri) and settings.excluded(path):
             return Linted(key, [], False)
+        if len(text) > MAX_ANALYSED_CHARS:
+            self.tell_not_analysed(document.uri, len(text))
+            return Linted(key, [], False)
+        self.too_large.discard(document.uri)
         units = self.workspace.position_codec.client_num_units
         project = self.project_context(path) if to_fs_path(uri) else None
         return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units, project))
+
+    def tell_not_analysed(self, uri: str, size: int) -> None:
+        """Once per document (until it is small enough again): the same bound and words as the
+        command line's, as a warning in the editor's log."""
+        if uri not in self.too_large:
+            self.too_large.add(uri)
+            log.warning("%s not analysed: %.1f million characters, more than the %.0f million steplint analyses (generated code or data?)",
+                        uri, size / 1e6, MAX_ANALYSED_CHARS / 1e6)
 
     def project_context(self, path: str) -> Callable[[], Any]:
         """What the project tells about the module, asked for on the engine thread."""
@@ -221,7 +244,7 @@ class SteplintServer(LanguageServer):
         path = self.notebook_path(notebook)
         settings = self.documents.settings_for(path)
         self.report_configuration_errors()
-        if to_fs_path(notebook.uri) and settings.excluded(path):
+        if not self.editor.enable or (to_fs_path(notebook.uri) and settings.excluded(path)):
             return Linted(key, [], False, by_cell={cell.uri: [] for cell in opened.cells}, notebook=opened)
         units = self.workspace.position_codec.client_num_units
         return await self.once("lint", notebook.uri, key, functools.partial(_lint_notebook, path, opened, key, settings, self.editor, units))
@@ -307,7 +330,9 @@ class SteplintServer(LanguageServer):
         document = self.open_document(uri)
         modules = self.open_modules()
         texts = {p: text for p, (_, text) in modules.items()}
-        update = functools.partial(_changed_modules, self.projects, path, document.source if document is not None else None, texts)
+        # A text too large to analyse is not summarised either: the project reads the file, within its own bound.
+        text = document.source if document is not None and len(document.source) <= MAX_ANALYSED_CHARS else None
+        update = functools.partial(_changed_modules, self.projects, path, text, texts)
         asyncio.ensure_future(self._relint_changed(self.loop.run_in_executor(self.engine, update), modules))
 
     async def _relint_changed(self, update: "asyncio.Future", modules: Dict[str, Tuple[str, str]]) -> None:
@@ -412,6 +437,7 @@ def guarded(empty: Callable[[Any], Any] = lambda params: None):
 @guarded()
 def initialize(ls: SteplintServer, params: types.InitializeParams) -> None:
     ls.loop = asyncio.get_running_loop()
+    ls.protocol.count_lines_as_lsp()
     _ClientLog.install(ls)
     editor, problems = editor_settings(params.initialization_options)
     ls.pull = bool(ls.client_can("text_document", "diagnostic") and ls.client_can("workspace", "diagnostics", "refresh_support"))
@@ -502,11 +528,13 @@ async def did_change_configuration(ls: SteplintServer, params: types.DidChangeCo
     if not sent and ls.client_can("workspace", "configuration"):  # "settings changed, ask for them"
         answers = await ls.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section="steplint")]))
         sent = answers[0] if answers else None
-    editor, problems = editor_settings(sent, ls.editor)
+    if sent is None:
+        return  # nothing to go by: the settings stay
+    editor, problems = editor_settings(sent)  # they replace the old ones: a removed setting is back to its default
     for problem in problems:
         log.warning("%s", problem)
     ls.apply_settings(editor)
-    ls.relint(list(ls.workspace.text_documents))
+    ls.relint(ls.open_uris())
 
 
 @guarded()
@@ -515,27 +543,29 @@ def did_change_watched_files(ls: SteplintServer, params: types.DidChangeWatchedF
         log.info("configuration files changed; reloading them")
         ls.reported.clear()
         ls.apply_settings(ls.editor)
-        ls.relint(list(ls.workspace.text_documents))
+        ls.relint(ls.open_uris())
 
 
 @guarded(lambda params: [])
 async def code_action(ls: SteplintServer, params: types.CodeActionParams) -> List[types.CodeAction]:
     uri = params.text_document.uri
     document = ls.open_document(uri)
-    if document is None:
+    if document is None or not ls.editor.enable:
         return []
     only = params.context.only
     version, versioned, lazy = document.version, ls.versioned_edits, ls.lazy_actions
     actions = diagnostic_actions(uri, version, params.context.diagnostics, only, versioned, lazy)
-    if ls.editor.fix_all and wanted(FIX_ALL, only):
+    # A notebook's own fix-all kind only when asked for by name (else it would repeat source.fixAll).
+    kinds = [FIX_ALL] + ([NOTEBOOK_FIX_ALL] if only and ls.notebook_of(uri) is not None else [])
+    for kind in [k for k in kinds if ls.editor.fix_all and wanted(k, only)]:
         linted = await ls.lint(uri)
         if linted is not None and linted.fixable:
             if lazy:
-                actions.append(fix_all_action(uri, version, None, versioned))
+                actions.append(fix_all_action(uri, version, None, versioned, kind))
             else:
                 changes = await ls.fix_all_changes(uri)
                 if changes:
-                    actions.append(fix_all_action(uri, version, changes, versioned))
+                    actions.append(fix_all_action(uri, version, changes, versioned, kind))
     return actions
 
 
@@ -565,6 +595,56 @@ async def pull_diagnostics(ls: SteplintServer, params: types.DocumentDiagnosticP
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
     items = linted.diagnostics if linted.by_cell is None else linted.by_cell.get(params.text_document.uri, [])
     return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
+
+
+@guarded()
+def hover(ls: SteplintServer, params: types.HoverParams) -> Optional[types.Hover]:
+    """On a steplint code of a `# noqa` directive: the rule's name and summary."""
+    document = ls.open_document(params.text_document.uri)
+    if document is None or not ls.editor.enable or not ls.is_python(document):
+        return None
+    row = params.position.line + 1
+    source = Source(ls.path_of(document), document.source)
+    if row > len(source.line_starts) or "noqa" not in source.line(row).lower():
+        return None  # tokenized only for a line that names noqa
+    directive = comments(source).noqa.get(row)
+    offset = document.offset_at_position(params.position)
+    if directive is None or not directive.start <= offset <= directive.end:
+        return None
+    for code in re.finditer(r"[A-Za-z]+[0-9]+", source.text[directive.start : directive.end]):
+        start, end = directive.start + code.start(), directive.start + code.end()
+        found = all_rules().get(code.group().upper())
+        if found is not None and start <= offset <= end:
+            text = f"**{found.code}** `{found.name}`: {found.summary}"
+            span = types.Range(types.Position(**position(source, start, ls.workspace.position_codec.client_num_units)),
+                               types.Position(**position(source, end, ls.workspace.position_codec.client_num_units)))
+            return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=span)
+    return None
+
+
+FIX_ALL_COMMAND = "steplint.fixAll"
+SHOW_RULE_COMMAND = "steplint.showRule"
+
+
+async def fix_all_command(ls: SteplintServer, *arguments: Any) -> None:
+    """`steplint.fixAll` with the document's URI (a string, or `{"uri": ...}`): its fix-all, sent
+    to the editor as `workspace/applyEdit`."""
+    target = arguments[0] if arguments else None
+    uri = target.get("uri") if isinstance(target, dict) else target
+    if not isinstance(uri, str) or ls.open_document(uri) is None and ls.notebook_of(uri) is None:
+        raise JsonRpcInvalidParams(f"{FIX_ALL_COMMAND}: expected the URI of an open document, got {target!r}")
+    changes = await ls.fix_all_changes(uri) if ls.editor.enable else None
+    if changes:
+        edit = workspace_edit(changes, ls.versioned_edits)
+        await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="steplint: Fix all auto-fixable problems"))
+
+
+def show_rule_command(ls: SteplintServer, *arguments: Any) -> str:
+    """`steplint.showRule` with a rule code: its documentation in Markdown, as `steplint rule CODE` prints it."""
+    found = all_rules().get(str(arguments[0]).upper()) if arguments else None
+    if found is None:
+        raise JsonRpcInvalidParams(f"{SHOW_RULE_COMMAND}: expected a rule code, got {list(arguments)!r}")
+    return rule_text(found)
 
 
 @guarded()
@@ -613,9 +693,12 @@ def create_server() -> SteplintServer:
     server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)(did_close_notebook)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
     server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
-    options = types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True)
+    options = types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL], resolve_provider=True)
     server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)(code_action)
     server.feature(types.CODE_ACTION_RESOLVE)(resolve_code_action)
+    server.feature(types.TEXT_DOCUMENT_HOVER)(hover)
+    server.command(FIX_ALL_COMMAND)(fix_all_command)
+    server.command(SHOW_RULE_COMMAND)(show_rule_command)
     server.feature(types.SHUTDOWN)(shutdown)
     return server
 

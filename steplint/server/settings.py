@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from steplint.config import ConfigError, Overrides, Resolver, Settings, expand, find_config, load_config
@@ -21,6 +21,7 @@ LOG_LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "warning": loggin
 
 @dataclass(frozen=True)
 class EditorSettings:
+    enable: bool = True  # false: no diagnostics (those published are cleared), no actions
     configuration: Optional[str] = None  # a configuration file used for every document
     select: Tuple[str, ...] = ()
     ignore: Tuple[str, ...] = ()
@@ -65,6 +66,7 @@ def _one_of(choices):
 
 # The editor's names (camelCase, as editors spell settings): the field each sets and its check.
 _SETTINGS = {
+    "enable": ("enable", _flag),
     "configuration": ("configuration", _path),
     "select": ("select", _codes),
     "ignore": ("ignore", _codes),
@@ -77,11 +79,12 @@ _SETTINGS = {
 }
 
 
-def editor_settings(options: Any, current: EditorSettings = EditorSettings()) -> Tuple[EditorSettings, List[str]]:
-    """Settings updated from what the editor sent, and a message per value that cannot be used
-    (such a value keeps the current one). Unknown keys are other tools' business."""
+def editor_settings(options: Any) -> Tuple[EditorSettings, List[str]]:
+    """The settings the editor sent (what it leaves out has its default: new settings replace the
+    old ones), and a message per value that cannot be used (it keeps its default). Unknown keys
+    are other tools' business."""
     if not isinstance(options, Mapping):
-        return current, []
+        return EditorSettings(), []
     for wrapper in ("steplint", "settings"):
         if isinstance(options.get(wrapper), Mapping):
             options = options[wrapper]
@@ -94,7 +97,7 @@ def editor_settings(options: Any, current: EditorSettings = EditorSettings()) ->
                 changes[name] = check(value, key)
             except ConfigError as error:
                 problems.append(str(error))
-    return replace(current, **changes), problems
+    return EditorSettings(**changes), problems
 
 
 class DocumentSettings:

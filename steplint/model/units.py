@@ -1,0 +1,440 @@
+"""Units: what each step counter counts and what each consumer it feeds expects (DESIGN.md §4).
+
+A counter counts batches (micro-batches), windows (attempted updates), committed updates, a data
+position (samples, tokens) or epochs. Its unit is inferred from evidence the code shows: a declared
+unit (`# steplint: counter=batches` on its increment, or `[tool.steplint.units]`), where it is
+incremented and under which gate, arithmetic with a batch size (its product is a data position),
+recomputation from the data length (`(epoch - 1) * len(loader)`), what it feeds (`step_batch(n)`),
+and its name, which only confirms. A consumer (a schedule, an LR computation, a checkpoint, an
+evaluation cadence, the end of the run) expects a unit when the code shows one: `step_batch(n)`
+counts batches, a timm scheduler built to count updates counts updates through `step_update(n)`,
+a budget computed as `ceil(len(loader) / accum) * epochs` is in updates. Otherwise the consumer
+follows its counter: a checkpoint named after a batch index is in batches.
+
+A finding is a unit conflict between a counter and a consumer it feeds: the rules read
+`counter_unit` and `conflicting_consumers`, and every premise carries its `Evidence`, which a report
+can print.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from steplint.model.counters import DATA_SIZE
+from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
+from steplint.model.syntax import dotted, walk_expressions
+from steplint.suppress import DECLARED_UNITS, intent_basis
+
+BATCHES = "batches"  # one per item of the data loader (a micro-batch under accumulation)
+WINDOWS = "windows"  # one per attempted update
+UPDATES = "updates"  # one per committed update
+DATA = "data"  # samples or tokens: where the data stands
+EPOCHS = "epochs"
+UNKNOWN = "unknown"
+
+# What `# steplint: counter=...` and `[tool.steplint.units]` accept, and the unit each means.
+DECLARED = dict(zip(DECLARED_UNITS, (BATCHES, DATA, DATA, UPDATES, EPOCHS)))
+# Units a counter has by design when it counts what the data loader gives: skipped updates consumed their data too.
+DATA_UNITS = (BATCHES, DATA, EPOCHS)
+
+_COUNTER_DECLARATION = re.compile(r"#\s*steplint:\s*counter\s*=\s*(?P<unit>[a-z]+)")
+# Names that say a batch index or a data position: confirmation only, never alone against a gate.
+_DATA_NAME = re.compile(r"batch_?(idx|index|id|no|num|count|nb)|^(n_?|num_)?batches|nimg|kimg|tokens?_(seen|consumed)|samples?_(seen|consumed)|^(n_?|num_)?samples$", re.I)
+_BASIS_UNITS = {"batches": BATCHES, "tokens": DATA, "epochs": EPOCHS, "committed-updates": UPDATES}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One premise and what the code shows for it: `unit` at `node`, because `why`."""
+
+    unit: str
+    node: cst.CSTNode
+    why: str
+    name_only: bool = False  # from a name: confirms, never decides against other evidence
+
+
+@dataclass(frozen=True)
+class CounterUnit:
+    unit: str
+    evidence: Tuple[Evidence, ...]
+    declared: bool = False
+
+    @property
+    def by_design(self) -> bool:
+        """Counts what the data loader gives (batches, samples, epochs), shown by the code or declared:
+        consumers that follow it are in that unit too, and skipped updates are counted on purpose."""
+        return self.unit in DATA_UNITS and bool(self.evidence)
+
+    @property
+    def shown_by(self) -> Optional[Evidence]:
+        return self.evidence[0] if self.evidence else None
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A place that reads a counter: `label` is schedule, lr, checkpoint, eval or stop; `unit` is None
+    when the consumer follows its counter's unit (a name, a cadence), else what the code shows it expects."""
+
+    label: str
+    node: cst.CSTNode
+    unit: Optional[str]
+    evidence: Optional[Evidence]
+    keys: frozenset  # the keys it reads
+    scope: object  # the Scope it reads them in
+
+
+class Units:
+    """The units facet (`model.units`): the unit of each counter and of each consumer, computed once
+    per module (per counter, on first use) and read by SL102, SL301 and SL304."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @cached_property
+    def consumers(self) -> Dict[str, List[Consumer]]:
+        """Key -> the consumers that read it (schedule, lr, checkpoint, eval, stop), with their units."""
+        return _consumers(self.model)
+
+    @cached_property
+    def batch_keyed(self) -> Dict[str, List[Evidence]]:
+        """Key -> evidence that it steps a schedule laid out in batches (`step_batch(key)`)."""
+        return _batch_keyed(self.model)
+
+    @cached_property
+    def increments(self) -> Dict[str, List[Event]]:
+        """Counter key -> its increments, in program order."""
+        found: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key is not None:
+                found[key].append(increment)
+        return found
+
+    @cached_property
+    def enumerate_indices(self) -> Dict[str, cst.Call]:
+        """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
+        return _enumerate_indices(self.model)
+
+    @cached_property
+    def data_products(self) -> Set[str]:
+        """Keys assigned a product with a batch or sequence size (`images_seen = n * batch_size`)."""
+        return _data_products(self.model)
+
+    def counter_unit(self, increment: Event) -> CounterUnit:
+        """The unit of the counter `increment` advances, from all its increments and uses in the module."""
+        return self.unit_of_key(self.model.roles.key(increment.subject, increment.site.scope))
+
+    def unit_of_key(self, key: Optional[str]) -> CounterUnit:
+        """The unit of a counter or of a loop's batch index (`i` of `enumerate(loader)`), by its key."""
+        if key is None:
+            return CounterUnit(UNKNOWN, ())
+        if key in self.enumerate_indices:
+            return self.model.remember(("index unit", key), lambda: _index_unit(self.model, key))
+        return self.model.remember(("counter unit", key), lambda: _counter_unit(self.model, key))
+
+    def consumers_of(self, increment: Event) -> List[Consumer]:
+        """The consumers that read the counter or a name computed from it, each with the unit it expects."""
+        seen, found = set(), []
+        for key in self.model.counters.derived_keys(increment):
+            for consumer in self.consumers.get(key, ()):
+                if id(consumer) not in seen:
+                    seen.add(id(consumer))
+                    found.append(consumer)
+        return found
+
+    def reads_only_data_position(self, consumer: Consumer, increment: Event) -> bool:
+        """The consumer reads the counter only through a product with a batch or sequence size, or through
+        a name that holds such a product (`images_seen = batches * batch_size * world_size`)."""
+        derived = self.model.counters.derived_keys(increment)
+        read = consumer.keys & derived
+        return bool(read) and all(k in self.data_products for k in read) or _inside_products(self.model, consumer, derived)
+
+    def conflicting_consumers(self, increment: Event, unit: CounterUnit) -> List[Consumer]:
+        """Consumers the counter feeds that expect committed updates while the code shows that it counts
+        something else (batches, attempted updates, data): the unit conflicts to report."""
+        if unit.unit == UPDATES:
+            return []
+        return [c for c in self.consumers_of(increment) if c.unit == UPDATES and not self.reads_only_data_position(c, increment)]
+
+    def counts_in_other_units(self, increment: Event, consumer: Consumer) -> bool:
+        """The consumer expects, by what the code shows, a unit of the data (batches, samples, epochs), or
+        reads the counter only as a data position: a counter that counts attempts is right for it."""
+        return consumer.unit in DATA_UNITS or self.reads_only_data_position(consumer, increment)
+
+    @staticmethod
+    def describe(unit: CounterUnit) -> str:
+        """The evidence for a counter's unit, for a message: `counts batches (set to ...; named ...)`."""
+        words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", UNKNOWN: "an unknown unit"}
+        reasons = "; ".join(e.why for e in unit.evidence[:2])
+        return f"counts {words[unit.unit]}" + (f" ({reasons})" if reasons else "")
+
+
+# -- counters ------------------------------------------------------------------------------------
+
+
+def _counter_unit(model, key: str) -> CounterUnit:
+    increments = model.units.increments.get(key, [])
+    declared = _declared(model, key, increments)
+    if declared is not None:
+        return CounterUnit(declared.unit, (declared,), declared=True)
+    found: List[Evidence] = []
+    for increment in increments:
+        update = model.passes.attempt_for(increment, before_only=False)
+        if model.guards.gated(increment.site, update):
+            found.append(Evidence(UPDATES, increment.node, "advanced under a commit gate"))
+        elif model.windows.boundary(increment.site) is not None:
+            found.append(Evidence(WINDOWS, increment.node, f"advanced once per window (`{model.text.of(model.windows.boundary(increment.site).test)}`)"))
+        elif update is not None and update.order > increment.order:
+            found.append(Evidence(BATCHES, increment.node, "advanced at the start of each batch, before the update is attempted"))
+    scope = increments[0].site.scope if increments else None
+    if scope is not None:
+        found.extend(_recomputed(model, key, scope))
+        if key in model.units.data_products or key in model.counters.data_positions:
+            found.append(Evidence(BATCHES, increments[0].node, "multiplied by a batch size: its product is where the data stands"))
+        found.extend(model.units.batch_keyed.get(key, ()))
+        name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
+        if _DATA_NAME.search(name):
+            found.append(Evidence(BATCHES, increments[0].node, f"named `{name}`", name_only=True))
+    return _decide(found)
+
+
+def _decide(found: List[Evidence]) -> CounterUnit:
+    """Committed updates when a commit gate shows it; else the unit of the data when the code shows it
+    (a name only confirms: it never wins over an increment per window); else attempts per window."""
+    def of(*units, names=False):
+        return tuple(e for e in found if e.unit in units and (names or not e.name_only))
+
+    if of(UPDATES):
+        return CounterUnit(UPDATES, of(UPDATES))
+    shown = of(BATCHES, DATA)
+    if shown and not of(WINDOWS):
+        return CounterUnit(BATCHES, shown + tuple(e for e in found if e.name_only))
+    if of(WINDOWS):
+        return CounterUnit(WINDOWS, of(WINDOWS))
+    named = of(BATCHES, names=True)
+    return CounterUnit(BATCHES, named) if named else CounterUnit(UNKNOWN, ())
+
+
+def _declared(model, key: str, increments: List[Event]) -> Optional[Evidence]:
+    """`# steplint: counter=tokens` on an increment, else the counter's entry in `[tool.steplint.units]`
+    (by its name as written, `params.batch_idx_train`, or its last part, `batch_idx_train`)."""
+    if "steplint:" in model.source.text:
+        for increment in increments:
+            first, last = model.text.rows(increment.node)
+            for row in range(first, last + 1):
+                match = _COUNTER_DECLARATION.search(model.source.line(row))
+                if match and match.group("unit") in DECLARED:
+                    return Evidence(DECLARED[match.group("unit")], increment.node, f"declared `counter={match.group('unit')}`")
+    table = dict(getattr(model.settings, "units", ()) or ())
+    for increment in increments:
+        text = dotted(increment.subject) or ""
+        for name in (text, text.rsplit(".", 1)[-1]):
+            if name in table:
+                return Evidence(DECLARED[table[name]], increment.node, f"declared `{name} = \"{table[name]}\"` in [tool.steplint.units]")
+    return None
+
+
+def _recomputed(model, key: str, scope) -> List[Evidence]:
+    """Assignments that put the counter at a position computed from the data's length or a batch
+    index: `(epoch - 1) * len(loader)` counts batches, `epoch * len(loader) // accum` counts windows;
+    and additions of the batches a resumed run skips (`skip_first_batches(loader, n)`, then `step += n`)."""
+    found = []
+    batch_indices = set(model.units.enumerate_indices)
+    positions = model.counters.data_positions
+    for node, site in model.statements_in(scope, key):
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and model.roles.key(node.target, site.scope) == key:
+            skipped = [k for k in model.keys_in(node.value, site.scope) if k in positions and k != key]
+            if skipped:
+                found.append(Evidence(BATCHES, node, f"advanced by `{model.text.of(node.value)}`, the batches a resumed run skips"))
+            continue
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and model.roles.key(node.targets[0].target, site.scope) == key):
+            continue
+        value = node.value
+        divided = any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, (cst.FloorDivide, cst.Divide)) for s in walk_expressions(value))
+        lengths = any(isinstance(s, cst.Call) and dotted(s.func) == "len" for s in walk_expressions(value))
+        if lengths and divided:
+            found.append(Evidence(WINDOWS, node, f"set to `{model.text.of(value)}`, the data's length in windows"))
+        elif lengths:
+            found.append(Evidence(BATCHES, node, f"set to `{model.text.of(value)}`, a position in the data's batches"))
+        elif not divided and not batch_indices.isdisjoint(model.keys_in(value, site.scope)):
+            found.append(Evidence(BATCHES, node, f"set from the batch index (`{model.text.of(value)}`)"))
+    return found
+
+
+def _enumerate_indices(model) -> Dict[str, cst.Call]:
+    """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
+    found = {}
+    for node, site in model.structure.for_loops:
+        if isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "enumerate" and isinstance(node.target, cst.Tuple) and node.target.elements:
+            first = node.target.elements[0].value
+            key = model.roles.key(first, site.scope) if isinstance(first, cst.Name) else None
+            if key:
+                found[key] = node.iter
+    return found
+
+
+def _index_unit(model, key: str) -> CounterUnit:
+    """A batch index counts batches; the code shows that its consumers mean batches when the loop
+    resumes at a stored position (`enumerate(loader, start=resumed + 1)`) or the learning rate is
+    computed from the index itself."""
+    call = model.units.enumerate_indices[key]
+    found = []
+    start = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "start"), None)
+    if start is not None and not isinstance(start, cst.Integer):
+        found.append(Evidence(BATCHES, call, f"the loop resumes at a stored batch (`start={model.text.of(start)}`)"))
+    for consumer in model.units.consumers.get(key, ()):
+        if consumer.label == "lr":
+            found.append(Evidence(BATCHES, consumer.node, f"the learning rate is computed from it (`{model.text.of(consumer.node)}`)"))
+    return CounterUnit(BATCHES, tuple(found))
+
+
+def _data_products(model) -> Set[str]:
+    """Keys assigned a product with a batch or sequence size (`images_seen = n * batch_size * world_size`),
+    or a helper's return of one, read through the helper's call (`adjusted_batch_count(params)`)."""
+    found: Set[str] = set()
+    for node, site in model.structure.statements:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and _is_data_product(node.value):
+            key = model.roles.key(node.targets[0].target, site.scope)
+            if key:
+                found.add(key)
+    return found
+
+
+def _is_data_product(expr: cst.BaseExpression) -> bool:
+    return any(
+        isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) and DATA_SIZE.search(" ".join(_names(s)))
+        for s in walk_expressions(expr)
+    )
+
+
+def _names(expr: cst.BaseExpression) -> List[str]:
+    return [dotted(s) or "" for s in walk_expressions(expr) if isinstance(s, (cst.Name, cst.Attribute))]
+
+
+def _inside_products(model, consumer: Consumer, derived: Set[str]) -> bool:
+    """Every read of the counter in the consumer sits in a product with a batch or sequence size."""
+    scope = consumer.scope
+    inside, outside = 0, 0
+    products = [s for s in walk_expressions(consumer.node) if isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply)]
+    covered = {id(n) for p in products if DATA_SIZE.search(" ".join(_names(p))) for n in walk_expressions(p)}
+    for sub in walk_expressions(consumer.node):
+        if isinstance(sub, (cst.Name, cst.Attribute)) and model.roles.key(sub, scope) in derived:
+            if id(sub) in covered:
+                inside += 1
+            else:
+                outside += 1
+    return inside > 0 and outside == 0
+
+
+# -- consumers -----------------------------------------------------------------------------------
+
+
+def _consumers(model) -> Dict[str, List[Consumer]]:
+    """Key -> the consumers that read it, with the unit each expects when the code shows one."""
+    index: Dict[str, List[Consumer]] = defaultdict(list)
+    totals = _totals_in_updates(model)
+
+    def add(label, node, scope, unit=None, evidence=None, expr=None):
+        keys = model.keys_in(expr if expr is not None else node, scope)
+        consumer = Consumer(label, node, unit, evidence, keys, scope)
+        for k in keys:
+            index[k].append(consumer)
+
+    for event in model.events:
+        scope = event.site.scope
+        if event.kind == SCHEDULER_STEP:
+            if isinstance(event.node, cst.Assign):
+                add("lr", event.node.value, scope)
+                continue
+            unit, why = _schedule_unit(model, event)
+            if unit is False:
+                continue  # a timm step_update that moves nothing
+            for argument in event.node.args:
+                add("schedule", event.node, scope, unit, Evidence(unit, event.node, why) if unit else None, argument.value)
+        label = {CHECKPOINT_SAVE: "checkpoint", EVALUATION: "eval", EARLY_EXIT: "stop"}.get(event.kind)
+        if label is None:
+            continue
+        for guard in event.site.guards:
+            if label == "stop" and guard.early_exit:
+                continue
+            unit, evidence = _budget_unit(model, guard.test, totals) if label == "stop" else (None, None)
+            add(label, guard.test, scope, unit, evidence)
+        if event.kind == CHECKPOINT_SAVE:
+            add(label, event.node, scope)
+    for loop, site in model.structure.while_loops:
+        unit, evidence = _budget_unit(model, loop.test, totals)
+        add("stop", loop.test, site.scope, unit, evidence)
+    return index
+
+
+def _batch_keyed(model) -> Dict[str, List[Evidence]]:
+    """Key -> `x.step_batch(key)` calls: a schedule stepped with the index of the batch counts batches,
+    whatever object `x` is (its method says its unit). Evidence for the counter's unit only: which
+    objects are schedulers, and so what a counter feeds, is the roles' business."""
+    found: Dict[str, List[Evidence]] = defaultdict(list)
+    for call, site in model.structure.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step_batch" and call.args:
+            for key in model.keys_in(call.args[0].value, site.scope):
+                found[key].append(Evidence(BATCHES, call, f"steps a schedule laid out in batches (`{model.text.of(call)}`)"))
+    return found
+
+
+def _schedule_unit(model, event: Event):
+    """What a scheduler call told a position expects: (unit or None, why); False for a call that moves nothing."""
+    func = event.node.func if isinstance(event.node, cst.Call) else None
+    method = func.attr.value if isinstance(func, cst.Attribute) else None
+    role = event.role
+    if method == "step_update":
+        if role is None or role.per_update is not True:
+            return False, ""
+        return UPDATES, "`step_update(n)` of a scheduler built to count updates (`t_in_epochs=False`)"
+    first, last = model.text.rows(event.site.statement)
+    if "steplint:" in model.source.text:
+        basis = intent_basis(model.source, range(first, last + 1))
+        if basis is not None:
+            return _BASIS_UNITS[basis], f"declared `schedule={basis}`"
+    return None, ""
+
+
+def _totals_in_updates(model) -> Dict[str, cst.BaseExpression]:
+    """Names set to a number of updates computed from the data: `ceil(len(loader) / accum) * epochs`,
+    `len(loader) // accum * epochs` (a length divided by the window)."""
+    found = {}
+    for node, site in model.structure.statements:
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+            continue
+        value = node.value
+        subs = list(walk_expressions(value))
+        lengths = any(isinstance(s, cst.Call) and dotted(s.func) == "len" for s in subs)
+        divided = any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, (cst.FloorDivide, cst.Divide)) for s in subs)
+        if lengths and divided and not _is_data_product(value):
+            text = dotted(node.targets[0].target)
+            if text:
+                found[text] = value
+    # one level through names: `max_steps = epochs * updates_per_epoch`
+    for node, site in model.structure.statements:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            text = dotted(node.targets[0].target)
+            if text and text not in found and any(n in found for n in _names(node.value)) and not _is_data_product(node.value):
+                found[text] = node.value
+    return found
+
+
+def _budget_unit(model, test: cst.BaseExpression, totals: Dict[str, cst.BaseExpression]):
+    """A stop test against a total in updates (`step >= max_train_steps`, set from `ceil(len(loader) / accum)`);
+    a stop on a cadence (`if quick and done % 20 == 0: break`) cuts the data short, it is no budget."""
+    subs = list(walk_expressions(test))
+    ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
+    if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
+        return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text.of(test)}`) cuts the data short; it is no update budget")
+    for name in _names(test):
+        if name in totals:
+            why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
+            return UPDATES, Evidence(UPDATES, test, why)
+    return None, None

@@ -1,0 +1,100 @@
+"""The preconditions every fix is checked against on the text it would write (steplint/preconditions.py),
+and report/fix agreement across fix rounds."""
+
+from steplint.config import Settings
+from steplint.engine import fix_source, lint_source
+from steplint.fixes import SAFE, Edit, Fix
+from steplint.preconditions import violations
+
+LOOP = """def train(model, optimizer, scheduler, scaler, batches):
+    for x in batches:
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        log(x)
+"""
+
+
+def _insert(text, anchor, content, replace=""):
+    start = text.index(anchor)
+    return Edit(start, start + len(replace), content)
+
+
+def _gate(extra=()):
+    edits = (
+        _insert(LOOP, "scaler.step(", "committed = committed_step(scaler, ", "scaler.step("),
+        _insert(LOOP, "scheduler.step()", "if committed:\n            "),
+    ) + tuple(extra)
+    return Fix("gate", SAFE, edits, gate="committed")
+
+
+def test_a_gate_that_changes_nothing_else_passes():
+    assert violations(LOOP, _gate()) == []
+
+
+def test_a_gate_that_also_drops_a_statement_is_caught():
+    start = LOOP.index("        log(x)")
+    dropped = _gate([Edit(start, start + len("        log(x)\n"), "")])
+    assert violations(LOOP, dropped) == ["with every update committed, the fixed code would not do what the original does"]
+
+
+def test_a_gate_that_also_moves_a_statement_into_it_is_caught():
+    start = LOOP.index("        log(x)")
+    moved = _gate([Edit(start, start + len("        log(x)\n"), ""), _insert(LOOP, "        scaler.update()", "        log(x)\n")])
+    assert violations(LOOP, moved) == ["with every update committed, the fixed code would not do what the original does"]
+
+
+def test_a_flag_set_on_one_branch_only_is_unbound_on_the_other():
+    text = LOOP.replace("        scaler.step(optimizer)\n", "        if amp:\n            scaler.step(optimizer)\n        else:\n            optimizer.step()\n")
+    edits = (
+        _insert(text, "scaler.step(", "committed = committed_step(scaler, ", "scaler.step("),
+        _insert(text, "scheduler.step()", "if committed:\n            "),
+    )
+    assert violations(text, Fix("gate", SAFE, edits, gate="committed")) == ["`committed` may not exist yet where the fix would read it"]
+    with_start = edits + (_insert(text, "if amp:", "committed = True\n        "),)
+    assert violations(text, Fix("gate", SAFE, with_start, gate="committed")) == []
+
+
+def test_a_restore_before_the_object_is_built_or_before_it_is_built_again():
+    text = "def main(path, model):\n    state = load(path)\n    model.load(state)\n    scaler = GradScaler()\n    return scaler\n"
+    restore = Fix("restore", SAFE, (_insert(text, "    scaler = ", "    scaler.load_state_dict(state)\n"),))
+    assert violations(text, restore) == ["`scaler` may not exist yet where the fix would read it"]
+    built_twice = "def main(path, model):\n    scaler = GradScaler()\n    state = load(path)\n    model.load(state)\n    scaler = GradScaler(2.0)\n    return scaler\n"
+    restore = Fix("restore", SAFE, (_insert(built_twice, "    scaler = GradScaler(2.0)", "    scaler.load_state_dict(state)\n"),))
+    assert violations(built_twice, restore) == ["`scaler` is built again at line 5, after the fix would restore it"]
+
+
+SAVED_LATER = '''import torch
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: 1.0)
+
+    def step(self, loss):
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+
+    def save(self, path):
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, path)
+
+    def load(self, path):
+        checkpoint = torch.load(path)
+        self.model.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+'''
+
+
+def test_a_fix_the_first_report_did_not_show_waits_for_the_next_run():
+    shown = {d.code: d.fix for d in lint_source("t.py", SAVED_LATER, Settings())}
+    assert shown["SL302"] is not None and shown["SL303"] is None  # nothing saves the scheduler yet
+    first = fix_source("t.py", SAVED_LATER, Settings(), unsafe_fixes=True)
+    assert '"scheduler": self.scheduler.state_dict()' in first.text
+    assert "self.scheduler.load_state_dict" not in first.text  # shown without a fix: not changed
+    assert [d.code for d in first.remaining if d.fix is not None] == ["SL303"]  # the next report shows it
+    second = fix_source("t.py", first.text, Settings(), unsafe_fixes=True)
+    assert "self.scheduler.load_state_dict" in second.text

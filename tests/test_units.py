@@ -1,0 +1,36 @@
+"""Declared units: `# steplint: counter=...` and `[tool.steplint.units]` (the fixtures cover what
+units the model infers)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import FIXTURES
+
+CADENCE = (FIXTURES / "SL102" / "trainer_eval_cadence.py").read_text().replace("  # expect: SL102", "")
+
+
+def steplint(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "steplint", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def codes(done):
+    return sorted((Path(d["filename"]).name, d["code"]) for d in json.loads(done.stdout))
+
+
+def test_a_unit_declared_in_the_configuration_explains_the_counter(tmp_path):
+    (tmp_path / "train.py").write_text(CADENCE)
+    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == [("train.py", "SL102")]
+    (tmp_path / "steplint.toml").write_text('[units]\nglobal_step = "batches"\n')
+    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == []
+    (tmp_path / "steplint.toml").write_text('[units]\n"self.global_step" = "updates"\n')
+    assert codes(steplint("check", "--output-format", "json", ".", cwd=tmp_path)) == [("train.py", "SL102")]
+
+
+def test_an_unknown_unit_is_a_configuration_error_naming_the_key_and_the_file(tmp_path):
+    (tmp_path / "train.py").write_text(CADENCE)
+    (tmp_path / "pyproject.toml").write_text('[tool.steplint.units]\nglobal_step = "iterations"\n')
+    done = steplint("check", ".", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "units.global_step" in done.stderr and "pyproject.toml" in done.stderr and "iterations" in done.stderr
