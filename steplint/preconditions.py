@@ -412,9 +412,9 @@ def _committed_path(tree: ast.Module, condition: str, variable: Optional[str]) -
                 value = s.value
                 if isinstance(value, ast.Constant) and value.value in (True, False):
                     return []  # the flag's own bookkeeping (False: where an update was dropped)
-                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == COMMITTED_STEP and len(value.args) == 2:
-                    scaler, optimizer = value.args
-                    return [ast.Expr(ast.Call(ast.Attribute(scaler, "step", ast.Load()), [optimizer], []))]
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == COMMITTED_STEP and value.args:
+                    scaler, *rest = value.args  # (the optimizer as written: `optimizer=...` stays a keyword)
+                    return [ast.Expr(ast.Call(ast.Attribute(scaler, "step", ast.Load()), rest, value.keywords))]
                 if isinstance(value, ast.Call):
                     return [ast.Expr(value)]
             return [s]
