@@ -136,7 +136,8 @@ def _diagnostic(fields: dict) -> Diagnostic:
     fix = fields.get("fix")
     if fix is not None:
         fix = Fix(fix["title"], fix["applicability"], tuple(Edit(*e) for e in fix["edits"]), fix["group"], fix.get("gate"))
-    diagnostic = Diagnostic(**{**fields, "fix": fix})
+    evidence = tuple(tuple(premise) for premise in fields.get("evidence", ()))  # (JSON keeps them as lists)
+    diagnostic = Diagnostic(**{**fields, "fix": fix, "evidence": evidence})
     if not all(isinstance(getattr(diagnostic, name), int) for name in ("start", "end", "row", "column", "end_row", "end_column")):
         raise TypeError("not an entry of this cache")
     return diagnostic

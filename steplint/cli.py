@@ -25,7 +25,7 @@ from steplint.engine import (
 from steplint.files import FileError, NotRegularFile, decode_source, discover, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
-from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES
+from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES, SHOWS_EVIDENCE
 from steplint.rule import all_rules, fix_word, rule_text
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
@@ -44,6 +44,7 @@ class Mode:
     add_noqa: bool = False
     noqa_reason: str = ""  # `--add-noqa=REASON`: written after the codes
     use_cache: bool = False  # read and write the cache (checks only: fixing always analyses)
+    show_evidence: bool = False  # print each diagnostic's premises (full), add them to the JSON (json)
 
 
 @dataclass
@@ -328,7 +329,7 @@ def main() -> None:
 
 # The headings of `steplint check --help`, as ruff's.
 CHECK_SECTIONS = (
-    ("Options", ("fix", "unsafe_fixes", "show_fixes", "diff", "watch", "fix_only", "ignore_noqa", "output_format", "output_file", "statistics",
+    ("Options", ("fix", "unsafe_fixes", "show_fixes", "show_evidence", "diff", "watch", "fix_only", "ignore_noqa", "output_format", "output_file", "statistics",
                  "add_noqa", "show_files", "show_settings")),
     ("Rule selection", ("select", "ignore", "extend_select", "per_file_ignores", "fixable", "unfixable", "extend_fixable")),
     ("File selection", ("exclude", "extend_exclude", "force_exclude")),
@@ -358,6 +359,7 @@ class _CheckCommand(SectionedCommand):
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply unsafe fixes (with --fix or --diff), and count them as available.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if there are any.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes that were applied.")
+@click.option("--show-evidence", is_flag=True, help="List the premises of each diagnostic and where each was established (full and json output).")
 @click.option("--add-noqa", is_flag=True, help="(`--add-noqa[=REASON]`) Add `# noqa: CODE` comments for the current diagnostics; `--add-noqa=REASON` writes the reason after the codes.")
 @click.option("--noqa-reason", default="", hidden=True)  # (`--add-noqa=REASON`)
 @click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable, replacing the configured ones (comma-separated).")
@@ -390,7 +392,7 @@ class _CheckCommand(SectionedCommand):
 @click.option("--show-settings", is_flag=True, help="Print the settings resolved for the first file, and exit.")
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
 @click.option("-w", "--watch", is_flag=True, help="Check again whenever a checked file or its configuration changes.")
-def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, noqa_reason, select, extend_select, ignore, config_file, output_format,
+def check(paths, fix, unsafe_fixes, diff, show_fixes, show_evidence, add_noqa, noqa_reason, select, extend_select, ignore, config_file, output_format,
           output_file, statistics, exit_zero, exit_non_zero_on_fix, force_exclude, stdin_filename, quiet, verbose, color,
           no_cache, jobs, fix_only, fixable, unfixable, extend_fixable, exclude, extend_exclude, per_file_ignores, isolated, ignore_noqa,
           show_settings, show_files, watch) -> None:
@@ -401,7 +403,7 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, add_noqa, noqa_reason, sel
     if isolated and config_file:
         raise click.UsageError("--isolated and --config exclude each other")
     mode = Mode(fix=fix or fix_only, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, noqa_reason=noqa_reason,
-                use_cache=not no_cache)
+                use_cache=not no_cache, show_evidence=show_evidence)
     pool = Pool(jobs or available_cores())  # (its workers start only if the work pays for them)
     click.get_current_context().call_on_close(pool.close)  # however the command ends (Ctrl-C in any phase)
     try:
@@ -547,6 +549,8 @@ def _render(output_format: str, diagnostics: List[Diagnostic], sources: Dict[str
     """The report in the format; `[*]` marks what `--fix` would apply under this run's --unsafe-fixes."""
     if output_format in MARKS_FIXES:
         return FORMATS[output_format](diagnostics, sources, unsafe_fixes=mode.unsafe_fixes)
+    if output_format in SHOWS_EVIDENCE:
+        return FORMATS[output_format](diagnostics, sources, show_evidence=mode.show_evidence)
     return FORMATS[output_format](diagnostics, sources)
 
 
@@ -713,6 +717,39 @@ def _rule_named(rules, code_or_name: str):
 
 def _rule_dict(r) -> dict:
     return {"code": r.code, "name": r.name, "summary": r.summary, "fix": r.fix, "explanation": r.doc, "url": r.url}
+
+
+@main.command("trace")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="Use this configuration file for every path.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the text tree: on a terminal (auto), always or never.")
+def trace_command(paths, output_format, config_file, color) -> None:
+    """Print the step-unit map of each training loop in PATHS: the update, the window, the counters
+    with their units and what they feed, the schedulers, checkpoints, resume, and the diagnostics."""
+    from steplint.report.trace import FORMATS as TRACE_FORMATS
+    from steplint.trace import trace_text
+
+    try:
+        resolver = Resolver(Overrides((), (), ()), config_file)
+        excluded = lambda p: resolver.settings_for(p).excluded(p)  # noqa: E731
+        files, missing = discover(paths or (".",), excluded, False, lambda p: resolver.settings_for(p).included(p))
+    except ConfigError as error:
+        click.echo(f"steplint: error: {error}", err=True)
+        sys.exit(2)
+    for path in missing:
+        click.echo(f"steplint: error: {path}: no such file or directory", err=True)
+    if missing:
+        sys.exit(2)
+    collect_garbage_rarely()
+    texts = _readable_texts(files)
+    project = _project_index(files, excluded, resolver, Mode(use_cache=True), texts)
+    loops = []
+    for path in files:
+        if path in texts:
+            loops.extend(trace_text(path, texts[path], resolver.settings_for(path), project.context_for(path) if project else None))
+    click.echo(TRACE_FORMATS[output_format](loops), nl=False, color=use_color(color, sys.stdout) and output_format == "text")
 
 
 @main.command("server")

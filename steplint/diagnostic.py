@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from steplint.fixes import Fix
 
@@ -24,6 +24,7 @@ class Diagnostic:
     url: Optional[str] = None  # (no hosted docs: null in the JSON output, as steplint rule CODE prints the docs)
     noqa_row: Optional[int] = None  # the row where `# noqa` suppresses it
     cell: Optional[int] = None  # in a notebook: the cell (1-based, as Jupyter counts), rows count within it
+    evidence: Tuple[Tuple[str, int, int], ...] = ()  # the premises it rests on: (claim, row, column) where each was established
 
     @property
     def location(self) -> str:

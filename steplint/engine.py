@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
@@ -20,6 +20,8 @@ from steplint.suppress import Comments, comments, removal_edit, suppressing, unu
 
 if TYPE_CHECKING:
     import libcst as cst
+
+    from steplint.model import ModuleModel
 
 # LibCST and the model recurse a few frames per nesting level; Python's parser accepts ~3,000 levels
 # (deeper is SL001 from Python itself), which this limit covers without exhausting the C stack.
@@ -81,6 +83,12 @@ def needs_analysis(text: str) -> bool:
 def lint_source(path: str, text: str, settings: Settings, project=None) -> List[Diagnostic]:
     """Diagnostics for one file's text, sorted by position, without the suppressed ones. `project`
     (a steplint.project ModuleContext) is what the rest of the project tells about this module."""
+    return analyse_source(path, text, settings, project)[1]
+
+
+def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tuple[Optional["ModuleModel"], List[Diagnostic]]:
+    """lint_source's diagnostics with the model they were found on (None when the file was not
+    analysed): `steplint trace` draws its map from the same parse and model as the check."""
     rules = settings.enabled_rules(path)
     # Every file gets Python's syntax check, also those the prefilter skips: Python's parser is fast,
     # and its tree tells the positions of reported statements later.
@@ -92,14 +100,14 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
             _UNANALYSED[path] = (f"not analysed: Python {RUNNING_PYTHON}, which runs steplint, cannot parse it ({python_tree.msg}, line"
                                  f" {python_tree.lineno}), and the project targets Python {newer}, whose grammar is newer; run steplint"
                                  f" with Python {newer} or later to check it")
-            return []
-        return [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
+            return None, []
+        return None, [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
     if not needs_analysis(text):
-        return []
+        return None, []
     skipped = analysis_bound(text, python_tree)
     if skipped is not None:
         _UNANALYSED[path] = skipped
-        return []
+        return None, []
     import libcst as cst  # only files that pass the prefilter pay for importing the parser
 
     source = Source(path, text, python_tree)
@@ -110,17 +118,17 @@ def lint_source(path: str, text: str, settings: Settings, project=None) -> List[
     except cst.ParserSyntaxError as error:
         # Python parses it but LibCST does not: syntax newer than LibCST's grammar.
         message = f"{_without_prefix(error.message)} (steplint's parser, LibCST, does not support this syntax yet)"
-        return [_unparsable(source, error.raw_line, error.raw_column, message)] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, error.raw_line, error.raw_column, message)] if SYNTAX_ERROR in rules else []
     except cst.CSTValidationError as error:
-        return [_unparsable(source, 1, 0, f"{error} (LibCST rejects what Python accepts)")] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, 1, 0, f"{error} (LibCST rejects what Python accepts)")] if SYNTAX_ERROR in rules else []
     except RecursionError:
-        return [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
     try:
         return _analyse(source, module, rules, settings, project)
     except Exception as error:
         if not _from_recursion(error):
             raise
-        return [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
+        return None, [_unparsable(source, 1, 0, "too deeply nested for steplint's analysis")] if SYNTAX_ERROR in rules else []
 
 
 def analysis_bound(text: str, python_tree: Optional[ast.AST] = None) -> Optional[str]:
@@ -194,11 +202,17 @@ def _from_recursion(error: BaseException) -> bool:
     return False
 
 
-def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> List[Diagnostic]:
+def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> Tuple["ModuleModel", List[Diagnostic]]:
     from steplint.model import build_model
-    from steplint.rewrite import vetted
 
     model = build_model(source, module, settings, project)
+    return model, _findings(source, model, rules, settings)
+
+
+def _findings(source: Source, model: "ModuleModel", rules: Dict[str, Rule], settings: Settings) -> List[Diagnostic]:
+    from steplint.evidence import premises
+    from steplint.rewrite import vetted
+
     # Tokenizing for comments costs a fifth of the parse: before the rules only for a file exemption or
     # a `noqa` that lists a steplint code (it may be unused: SL002), else at the first finding.
     found_comments = comments(source) if _OWN_NOQA.search(source.text) else None
@@ -229,7 +243,8 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
             finding = vetted(model, finding)  # (after suppression: a suppressed finding's fix is never written)
             start, end = model.text.span(finding.node)
             noqa_row = last if last != first and first in found_comments.string_rows else first  # (tokenizes only then)
-            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix if code in fixable else None, noqa_row))
+            evidence = finding.evidence or premises(model, finding.node)
+            found.append(_diagnostic(source, rule, finding.message, start, end, finding.fix if code in fixable else None, noqa_row, evidence))
     if UNUSED_NOQA in rules and found_comments is not None and not settings.ignore_noqa:
         for directive, unused in unused_codes(found_comments, used, rules, all_rules()):
             listed = ", ".join(f"`{c}`" for c in unused)
@@ -238,10 +253,11 @@ def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], setting
     return sorted(found, key=lambda d: (d.start, d.code))
 
 
-def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, noqa_row) -> Diagnostic:
+def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, noqa_row, evidence=()) -> Diagnostic:
     row, column = source.position(start)
     end_row, end_column = source.position(end)
-    return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row)
+    return Diagnostic(rule.code, rule.name, message, source.path, start, end, row, column + 1, end_row, end_column + 1, fix, rule.url, noqa_row,
+                      evidence=evidence)
 
 
 RUNNING_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"

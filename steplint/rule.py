@@ -31,6 +31,7 @@ class Finding:
     node: "cst.CSTNode"
     message: str
     fix: Optional["Fix"] = None
+    evidence: tuple = ()  # the premises it rests on, (claim, row, column) each; () : the engine reads them from the model
 
     def __post_init__(self) -> None:
         # A message quotes code, and quoted code may span lines (a condition in parentheses): a

@@ -111,3 +111,14 @@ async def test_a_document_too_large_is_not_analysed_and_the_user_is_told(editor:
     assert told.startswith(uri) and "2.4 million characters" in told
     editor.change(uri, TRAINING)
     assert codes(await editor.diagnostics(uri)) == ["SL101"]
+
+
+@BOTH_WAYS
+async def test_a_document_nested_too_deep_to_analyse_is_not_analysed_and_the_user_is_told(editor: Editor):
+    bomb = TRAINING + "total = " + " + ".join(["1"] * 1000) + "\n"  # a flat sum: small, but nested past the bound
+    uri = editor.open("nested.py", bomb)
+    assert await editor.diagnostics(uri) == []
+    (told,) = [m.message for m in editor.client.log_messages if "not analysed" in m.message]
+    assert told.startswith(uri) and "nested more than" in told
+    editor.change(uri, TRAINING)
+    assert codes(await editor.diagnostics(uri)) == ["SL101"]

@@ -87,14 +87,48 @@ class Counters:
             return set()
         return self.model.remember(("derived_keys", key), lambda: self._derived_keys(scope, key))
 
-    def _derived_keys(self, scope: Scope, key: str) -> Set[str]:
+    def _derived_keys(self, scope: Scope, key: str, visited: frozenset = frozenset()) -> Set[str]:
         derived = {key}
         for node, site in self.model.statements_in(scope, key):
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and not derived.isdisjoint(self.model.keys_in(node.value, site.scope)):
                 target_key = self.model.roles.key(node.targets[0].target, site.scope)
                 if target_key and target_key != key:
                     derived.add(target_key)
+        for caller_scope, caller_key in self._handed_back_to(scope, key):
+            if (caller_scope.name, caller_key) not in visited:
+                derived |= self._derived_keys(caller_scope, caller_key, visited | {(scope.name, key)})
         return derived
+
+    @cached_property
+    def _assigned_calls(self) -> Dict[str, list]:
+        """Called name -> (node, site) of the `target = name(...)` statements."""
+        found: Dict[str, list] = defaultdict(list)
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+                called = dotted(node.value.func)
+                if called:
+                    found[called].append((node, site))
+        return found
+
+    def _handed_back_to(self, scope: Scope, key: str) -> List[tuple]:
+        """(scope, key) of the callers' counters a function's parameter counter returns to: in
+        `n = run_epoch(..., n)`, where `run_epoch` advances its parameter `n` and returns it, the
+        caller's `n` is the same counter."""
+        name = key.split(":", 1)[1]
+        if scope.class_name is not None or name not in {p.name.value for p in scope.params}:
+            return []
+        returns = [n for n, _ in self.model.statements_of(scope) if isinstance(n, cst.Return)]
+        if not returns or not all(isinstance(r.value, cst.Name) and r.value.value == name for r in returns):
+            return []
+        found = []
+        for node, site in self._assigned_calls.get(scope.name, ()):
+            if site.scope.owner_of(scope.name) is not None:
+                continue  # a local of the same name, not this module-level function
+            target_key = self.model.roles.key(node.targets[0].target, site.scope)
+            passed = {k for a in node.value.args for k in self.model.keys_in(a.value, site.scope)}
+            if target_key and target_key in passed:
+                found.append((site.scope, target_key))
+        return found
 
     def repeating_readers(self, increment: Event) -> List[Site]:
         """Cadence tests in the counter's loop that read it (`if step % eval_every == 0:`): held

@@ -18,5 +18,6 @@ FORMATS = {
 }
 # Formats that mark fixable diagnostics with `[*]`: they take `unsafe_fixes` too.
 MARKS_FIXES = ("concise", "grouped")
+SHOWS_EVIDENCE = ("full", "json")  # formats that print each diagnostic's premises with --show-evidence
 # Formats a program reads: no summary after them (the summary goes nowhere for `-o FILE` either).
 MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint", "rdjson", "azure")

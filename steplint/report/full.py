@@ -10,7 +10,7 @@ from steplint.diagnostic import Diagnostic
 from steplint.source import source_reader
 
 
-def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
+def render(diagnostics: List[Diagnostic], sources: Dict[str, str], show_evidence: bool = False) -> str:
     parts = []
     source_of = source_reader(sources)
     for d in diagnostics:
@@ -27,6 +27,8 @@ def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
             parts.append(f"{pad} |")
             parts.append(f"{gutter} | {line.expandtabs(1)}")
             parts.append(f"{pad} | {click.style(caret, fg='red')}")
+        if show_evidence:
+            parts.extend(f"  = {click.style('evidence', fg='cyan')}: {claim} ({d.path}:{row}:{column})" for claim, row, column in d.evidence)
         if d.fix is not None:
             marker = "fix" if d.fix.applicability == "safe" else "unsafe fix"
             parts.append(f"  = {click.style(marker, fg='cyan')}: {d.fix.title}")

@@ -54,5 +54,9 @@ def dicts(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> Iterator[di
         yield as_dict(d, *seen[d.path])
 
 
-def render(diagnostics: List[Diagnostic], sources: Dict[str, str]) -> str:
-    return json.dumps(list(dicts(diagnostics, sources)), indent=2) + "\n"
+def render(diagnostics: List[Diagnostic], sources: Dict[str, str], show_evidence: bool = False) -> str:
+    found = list(dicts(diagnostics, sources))
+    if show_evidence:  # (only when asked: the default shape is ruff's)
+        for d, entry in zip(diagnostics, found):
+            entry["evidence"] = [{"claim": claim, "location": {"row": row, "column": column}} for claim, row, column in d.evidence]
+    return json.dumps(found, indent=2) + "\n"

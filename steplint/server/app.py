@@ -39,7 +39,7 @@ from pygls.uris import to_fs_path
 from steplint import __version__, cache
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.diagnostic import Diagnostic
-from steplint.engine import MAX_ANALYSED_CHARS, SYNTAX_ERROR, collect_garbage_rarely, fix_source, lint_source
+from steplint.engine import MAX_ANALYSED_CHARS, SYNTAX_ERROR, analysis_bound, collect_garbage_rarely, fix_source, lint_source
 from steplint.rule import all_rules, rule_text
 from steplint.server.actions import FIX_ALL, NOTEBOOK_FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
 from steplint.server.convert import lsp_diagnostics, position, whole_text_edit
@@ -212,21 +212,21 @@ class SteplintServer(LanguageServer):
         self.report_configuration_errors()
         if to_fs_path(uri) and settings.excluded(path):
             return Linted(key, [], False)
-        if len(text) > MAX_ANALYSED_CHARS:
-            self.tell_not_analysed(document.uri, len(text))
+        unanalysed = analysis_bound(text)  # (the command line's bound: size, and nesting that costs minutes)
+        if unanalysed is not None:
+            self.tell_not_analysed(document.uri, unanalysed)
             return Linted(key, [], False)
         self.too_large.discard(document.uri)
         units = self.workspace.position_codec.client_num_units
         project = self.project_context(path) if to_fs_path(uri) else None
         return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units, project))
 
-    def tell_not_analysed(self, uri: str, size: int) -> None:
-        """Once per document (until it is small enough again): the same bound and words as the
-        command line's, as a warning in the editor's log."""
+    def tell_not_analysed(self, uri: str, reason: str) -> None:
+        """Once per document (until it can be analysed again): the command line's bound and words,
+        as a warning in the editor's log."""
         if uri not in self.too_large:
             self.too_large.add(uri)
-            log.warning("%s not analysed: %.1f million characters, more than the %.0f million steplint analyses (generated code or data?)",
-                        uri, size / 1e6, MAX_ANALYSED_CHARS / 1e6)
+            log.warning("%s %s", uri, reason)
 
     def project_context(self, path: str) -> Callable[[], Any]:
         """What the project tells about the module, asked for on the engine thread."""

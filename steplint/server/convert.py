@@ -8,9 +8,11 @@ edits, the noqa edit, the document version) travels in the diagnostic's `data`, 
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Dict, Iterable, List, Optional
 
 from lsprotocol import types
+from pygls.uris import from_fs_path
 
 from steplint.diagnostic import Diagnostic
 from steplint.engine import SYNTAX_ERROR, UNUSED_NOQA
@@ -87,8 +89,22 @@ def lsp_diagnostic(source: Source, diagnostic: Diagnostic, found: Comments, vers
         code_description=types.CodeDescription(href=diagnostic.url) if diagnostic.url else None,
         source=SOURCE_NAME,
         tags=[types.DiagnosticTag.Unnecessary] if diagnostic.code == UNUSED_NOQA else None,
+        related_information=related_information(source, diagnostic, units),
         data=data,
     )
+
+
+def related_information(source: Source, diagnostic: Diagnostic, units: Units) -> Optional[List[types.DiagnosticRelatedInformation]]:
+    """The diagnostic's premises (`check --show-evidence`), each at the place it was established, in
+    the document's file; none for a document that is not a file (its path is made up)."""
+    if not diagnostic.evidence or not os.path.isabs(source.path):
+        return None
+    uri = from_fs_path(source.path)
+    found = []
+    for claim, row, column in diagnostic.evidence:
+        at = types.Position(**position(source, source.offset(row, column - 1), units))
+        found.append(types.DiagnosticRelatedInformation(types.Location(uri, types.Range(at, at)), claim))
+    return found
 
 
 def lsp_diagnostics(source: Source, diagnostics: Iterable[Diagnostic], found: Comments, version: Optional[int], severity: str, units: Units) -> List[types.Diagnostic]:

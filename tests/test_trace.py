@@ -1,0 +1,247 @@
+"""`steplint trace` draws the map a reader draws by hand.
+
+The expected maps below were written by reading each example's code, not from the tool's output.
+They hold the facts of the map (lines, units, what feeds what, diagnostic codes); the prose (the
+evidence's and the diagnostics' wording) is checked for presence, not for its words."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+
+def trace(*args, cwd):
+    done = subprocess.run([sys.executable, "-m", "steplint", "trace", *args], capture_output=True, text=True, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def trace_json(*paths, cwd):
+    document = json.loads(trace("--output-format", "json", *paths, cwd=cwd))
+    assert document["version"] == 1
+    return document["loops"]
+
+
+def essentials(loop: dict) -> dict:
+    """The map's facts, as a reader writes them down."""
+    return {
+        "where": f"{loop['file']}:{loop['line']} {loop['function']}",
+        "helpers": [h.split(" ")[0] for h in loop["helpers"]],
+        "updates": [(u["line"], u["steps"], u["skippable"], u["commit_signal"]) for u in loop["updates"]],
+        "window": (loop["window"]["boundary"], loop["window"]["length"]) if loop["window"] else None,
+        "counters": {
+            c["name"]: {
+                "unit": c["unit"], "declared": c["declared"], "incremented": c["incremented"], "runtime": c["runtime"],
+                "feeds": [(x["kind"], x["line"], x["expects"], x["conflict"]) for x in c["consumers"]], "reported": c["reported"],
+            }
+            for c in loop["counters"]
+        },
+        "schedulers": [(s["name"], s["line"], s["stepped"], s["basis"]) for s in loop["schedulers"]],
+        "checkpoints": [(c["line"], c["keys"], c["stores"]) for c in loop["checkpoints"]],
+        "resume needs": {k: v for k, v in loop["resume"]["needs"].items() if v},
+        "restores": [r["line"] for r in loop["resume"]["restores"]],
+        "diagnostics": [(d["code"], d["line"]) for d in loop["diagnostics"]],
+    }
+
+
+def readme_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    return next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if b.startswith("import torch\n\nmodel = torch.nn.Linear(8, 1)"))
+
+
+# The README's first example: the batch index `i` decides the window; `global_step` advances once per
+# window (attempts, skipped ones too) and ends the run; the scheduler steps every batch.
+README_MAP = {
+    "where": "train.py:10 <module>",
+    "helpers": [],
+    "updates": [(13, "scaler+optimizer", True, "none")],
+    "window": ("(i + 1) % accum == 0", "accum"),
+    "counters": {
+        "i": {"unit": "batches", "declared": False, "incremented": [10], "runtime": "batches", "feeds": [("window", 12, "batches", False)], "reported": []},
+        "global_step": {"unit": "windows", "declared": False, "incremented": [16], "runtime": "attempts", "feeds": [("stop", 18, None, False)], "reported": ["SL102"]},
+    },
+    "schedulers": [("scheduler", 17, "per batch", "committed-updates")],
+    "checkpoints": [],
+    "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"], "counter": ["global_step"]},
+    "restores": [],
+    "diagnostics": [("SL102", 16), ("SL103", 17)],
+}
+
+# Multi-module fixtures: the update is made by a helper of another module, or the checkpoint is written by one.
+FIXTURE_MAPS = {
+    # amp_step (optim_utils.py) unscales, clips and steps the scaler: the call is the update; the
+    # scheduler after it steps once per pass, on skipped updates too.
+    "SL101/step_helper_module": [{
+        "where": "train.py:12 train",
+        "helpers": ["amp_step"],
+        "updates": [(16, "scaler+optimizer", True, "none")],
+        "window": None,
+        "counters": {},
+        "schedulers": [("scheduler", 17, "per attempted update", "committed-updates")],
+        "checkpoints": [],
+        "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+        "restores": [],
+        "diagnostics": [("SL101", 17)],
+    }],
+    # The checkpoint is built key by key and written by utils.save_on_master; the scheduler steps per epoch.
+    "SL302/saver_without_scaler": [{
+        "where": "train.py:12 main",
+        "helpers": [],
+        "updates": [(16, "scaler+optimizer", True, "none")],
+        "window": None,
+        "counters": {},
+        "schedulers": [("scheduler", 19, "outside the loop", "committed-updates")],
+        "checkpoints": [(22, ["epoch", "model", "optimizer", "scheduler"], {"optimizer": ["optimizer"], "scheduler": ["scheduler"]})],
+        "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+        "restores": [],
+        "diagnostics": [("SL302", 22)],
+    }],
+    # train_one_epoch's loop steps the scaler; main's epoch loop drives it, steps the scheduler once per
+    # epoch, and resumes through ckpt_utils.load_checkpoint, which restores the optimizer only.
+    "SL303/split_resume": [
+        {
+            "where": "train.py:9 train_one_epoch",
+            "helpers": [],
+            "updates": [(14, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
+        },
+        {
+            "where": "train.py:25 main",
+            "helpers": ["train_one_epoch"],
+            "updates": [(26, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {},
+            "schedulers": [("scheduler", 27, "per helper loop", "committed-updates")],
+            "checkpoints": [],
+            "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+            "restores": [24],
+            "diagnostics": [("SL303", 24)],
+        },
+    ],
+    # Two loops, each updating through a helper of amp_helpers.py (the scaler's step is there).
+    "SL202/caller_updates": [
+        {
+            "where": "train.py:8 train",
+            "helpers": ["backward_and_step"],
+            "updates": [(10, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
+        },
+        {
+            "where": "train.py:17 finetune",
+            "helpers": ["step_only"],
+            "updates": [(19, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
+        },
+    ],
+}
+
+
+def test_readme_example(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    assert [essentials(loop) for loop in trace_json("train.py", cwd=tmp_path)] == [README_MAP]
+
+
+def project_files(folder):
+    """The fixture project's modules, without the fixed goldens (`*.fixed.py`)."""
+    return sorted(p.name for p in folder.glob("*.py") if not p.name.endswith(".fixed.py"))
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURE_MAPS))
+def test_multi_module_fixture(fixture):
+    loops = [essentials(loop) for loop in trace_json(*project_files(FIXTURES / fixture), cwd=FIXTURES / fixture)]
+    assert loops == FIXTURE_MAPS[fixture]
+
+
+PROJECTS = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.glob("*/*") if p.is_dir())
+
+
+@pytest.mark.parametrize("fixture", PROJECTS)
+def test_every_project_fixture_traces(fixture):
+    """Every multi-module fixture traces in the three formats; each loop names its file, line and
+    function, and each counter carries evidence unless its unit is unknown or it is a batch index."""
+    cwd = FIXTURES / fixture
+    loops = trace_json(*project_files(cwd), cwd=cwd)
+    for loop in loops:
+        assert (cwd / loop["file"]).is_file() and loop["line"] > 0 and loop["function"]
+        assert loop["updates"]
+    text = trace("--color", "never", *project_files(cwd), cwd=cwd)
+    markdown = trace("--output-format", "markdown", *project_files(cwd), cwd=cwd)
+    assert text.count(": loop in ") == len(loops) == markdown.count("### ")
+
+
+def test_text_is_coloured_only_when_asked(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    assert "\x1b[" not in trace("train.py", cwd=tmp_path)  # not a terminal
+    coloured = trace("--color", "always", "train.py", cwd=tmp_path)
+    assert "\x1b[" in coloured and "SL102" in coloured
+
+
+def test_declared_unit_is_shown_as_declared(tmp_path):
+    source = readme_example().replace("global_step += 1            # SL102: counts skipped updates, and ends the run",
+                                      "global_step += 1  # steplint: counter=batches")
+    assert "steplint: counter=batches" in source
+    (tmp_path / "train.py").write_text(source)
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    counter = next(c for c in loop["counters"] if c["name"] == "global_step")
+    assert (counter["unit"], counter["declared"], counter["runtime"]) == ("batches", True, "batches")
+    assert counter["evidence"][0]["why"] == "declared `counter=batches`"
+
+
+def readme_trace_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## steplint trace: the step-unit map")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_readme_quotes_the_text_output(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    quoted = re.search(r"```text\n(.*?)```", readme_trace_section(), re.S).group(1)
+    assert trace("train.py", cwd=tmp_path) == quoted + "\n"
+
+
+def test_readme_documents_every_json_field(tmp_path):
+    """The schema in the README names every field the JSON has, and no field it lacks."""
+    (tmp_path / "train.py").write_text(readme_example())
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    section = readme_trace_section()
+    documented = set(re.findall(r"`([a-z_]+)`", section))
+    shown = set(loop) | set(loop["updates"][0]) | set(loop["window"]) | set(loop["schedulers"][0]) | set(loop["resume"])
+    shown |= {k for c in loop["counters"] for k in c} | {k for c in loop["counters"] for e in c["evidence"] + c["consumers"] for k in e}
+    shown |= set(loop["diagnostics"][0])
+    assert shown <= documented, shown - documented
+
+
+def check(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "steplint", "check", "--exit-zero", *args], capture_output=True, text=True, cwd=cwd).stdout
+
+
+def test_show_evidence_lists_the_premises_and_where(tmp_path):
+    """SL102 on the README example rests on the skippable update (line 13), the window (line 12) and
+    the counter's unit (advanced once per window, line 16); SL103 on the scheduler's role and the window."""
+    (tmp_path / "train.py").write_text(readme_example())
+    shown = check("--show-evidence", "train.py", cwd=tmp_path)
+    sl102 = shown[shown.index(" SL102 "):shown.index(" SL103 ")]
+    assert "evidence: `scaler.step(optimizer)` can skip the update" in sl102 and "(train.py:13:9)" in sl102
+    assert "evidence: `global_step` counts attempted updates: advanced once per window (`(i + 1) % accum == 0`) (train.py:16:9)" in sl102
+    sl103 = shown[shown.index(" SL103 "):]
+    assert "evidence: `scheduler` is a scheduler, built by `torch.optim.lr_scheduler.LambdaLR`" in sl103
+    assert "runs every batch, while the update runs once per window (`(i + 1) % accum == 0`) (train.py:12:8)" in sl103
+    again = check("--show-evidence", "train.py", cwd=tmp_path)  # answered from the cache: the premises kept
+    assert again == shown
+    assert "evidence" not in check("train.py", cwd=tmp_path)
+
+
+def test_json_has_evidence_only_when_asked(tmp_path):
+    (tmp_path / "train.py").write_text(readme_example())
+    plain = json.loads(check("--output-format", "json", "train.py", cwd=tmp_path))
+    assert all("evidence" not in d for d in plain) and len(plain) == 2
+    asked = json.loads(check("--output-format", "json", "--show-evidence", "train.py", cwd=tmp_path))
+    assert [{k: v for k, v in d.items() if k != "evidence"} for d in asked] == plain
+    sl102 = next(d for d in asked if d["code"] == "SL102")
+    assert {"claim": "`global_step` counts attempted updates: advanced once per window (`(i + 1) % accum == 0`)", "location": {"row": 16, "column": 9}} in sl102["evidence"]
