@@ -43,6 +43,8 @@ diagnostic says why, when a name it inserts a read of may be unbound there; and 
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
+import os
+
 import libcst as cst
 
 from steplint.fixes import UNSAFE, Edit, Fix
@@ -55,7 +57,7 @@ def check(model):
     reported = set()
     for save in model.of_kind(CHECKPOINT_SAVE):
         checkpoint = model.state.checkpoint(save)
-        if checkpoint is None or OPTIMIZER not in checkpoint.holds:
+        if checkpoint is None or OPTIMIZER not in checkpoint.holds or _reported_at_the_helper(model, save):
             continue
         state = model.state.step_state(save.site.scope)
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
@@ -72,6 +74,15 @@ def check(model):
 
 
 OPTIMIZER = "optimizer"
+
+
+def _reported_at_the_helper(model, save):
+    """A save through a helper of this very module is one problem, reported at the helper's own save."""
+    if save.via is None or not save.via.where:
+        return False
+    if os.path.basename(save.via.where.rsplit(":", 1)[0]) != os.path.basename(model.source.path):
+        return False
+    return any(e.via is None and e.site.scope.name == save.via.via for e in model.of_kind(CHECKPOINT_SAVE))
 
 
 def _entry(model, kind, key):
