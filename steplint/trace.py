@@ -9,6 +9,7 @@ schema in README.md, "steplint trace"); `steplint.report.trace` renders it as te
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional
 
 import libcst as cst
@@ -70,8 +71,8 @@ def _loop(model: ModuleModel, updates: List[Event], diagnostics: List[Diagnostic
     site = updates[0].site
     loop, scope = site.loop, site.scope
     inside = [e for e in model.events if e.site.scope is scope and loop in e.site.loops]
-    first, last = model.text.rows(scope.node) if isinstance(scope.node, cst.FunctionDef) else (1, len(model.source.line_starts))
     helpers = sorted({f"{e.via.via} ({e.via.where})" for e in inside if e.via is not None and e.via.via})
+    rows = [_rows(model, scope)] + _helper_rows(model, [e for e in model.events if e.site.scope is scope])
     return {
         "file": model.source.path,
         "line": model.text.rows(loop)[0],
@@ -83,8 +84,26 @@ def _loop(model: ModuleModel, updates: List[Event], diagnostics: List[Diagnostic
         "schedulers": [_scheduler(model, e, loop, updates[0]) for e in model.events_in(scope, SCHEDULER_STEP) if e.kind == SCHEDULER_STEP and isinstance(e.node, cst.Call)],
         "checkpoints": [_checkpoint(model, e) for e in model.events_in(scope, CHECKPOINT_SAVE)],
         "resume": _resume(model, scope),
-        "diagnostics": [_diagnostic(d) for d in diagnostics if first <= d.row <= last],
+        "diagnostics": [_diagnostic(d) for d in diagnostics if any(first <= d.row <= last for first, last in rows)],
     }
+
+
+def _rows(model: ModuleModel, scope) -> tuple:
+    return model.text.rows(scope.node) if isinstance(scope.node, cst.FunctionDef) else (1, len(model.source.line_starts))
+
+
+def _helper_rows(model: ModuleModel, events: List[Event]) -> List[tuple]:
+    """The rows of the functions of this module that the loop's function runs through (a resume in
+    `self.restore()` called from `self.set_up()`): what `check` reports there belongs to the loop's map."""
+    here = os.path.abspath(model.source.path).replace(os.sep, "/")
+    lines = set()
+    for event in events:
+        if event.via is not None and event.via.where:
+            path, _, line = event.via.where.rpartition(":")  # the path is relative to the project's root
+            if line.isdigit() and here.endswith("/" + path):
+                lines.add(int(line))
+    functions = [_rows(model, s) for s in model.structure.scopes if isinstance(s.node, cst.FunctionDef)]
+    return [rows for rows in functions if rows[0] in lines]
 
 
 def _row(model: ModuleModel, node: cst.CSTNode) -> int:
@@ -257,7 +276,8 @@ def _checkpoint(model: ModuleModel, save: Event) -> dict:
 
 def _resume(model: ModuleModel, scope) -> dict:
     needed = model.state.step_state(scope)
-    loads = [e for e in model.of_kind(STATE_LOAD) if e.site.scope is scope]
+    # One call may restore several objects (a helper handed the optimizer and the scaler): one line each.
+    loads = {id(e.node): e for e in model.of_kind(STATE_LOAD) if e.site.scope is scope}.values()
     return {
         "needs": {kind: sorted(_name(k) for k in keys) for kind, keys in needed.items()},
         "restores": [{"line": _row(model, e.node), "code": model.text.of(e.node)} for e in loads],

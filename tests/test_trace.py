@@ -139,6 +139,132 @@ FIXTURE_MAPS = {
             "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
         },
     ],
+    # OptimizerGroup.step loops over the optimizers of one update: not a training loop. Trainer.train_step
+    # updates once per call, with no loop of its own: not a loop either.
+    "SL101/attribute_held_optimizers": [],
+    # amp_step returns whether the update committed; the scheduler runs under that answer.
+    "SL101/ok_helper_returns_commit": [{
+        "where": "train.py:11 train",
+        "helpers": ["amp_step"],
+        "updates": [(13, "scaler+optimizer", True, "authoritative")],
+        "window": None, "counters": {},
+        "schedulers": [("scheduler", 15, "per committed update", "committed-updates")],
+        "checkpoints": [],
+        "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+        "restores": [], "diagnostics": [],
+    }],
+    # clip_gradients clips the still-scaled gradients; unscale_and_clip unscales first.
+    "SL201/clip_in_helper": [
+        {
+            "where": "train.py:9 train",
+            "helpers": ["clip_gradients"],
+            "updates": [(12, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [("SL201", 11)],
+        },
+        {
+            "where": "train.py:19 train_unscaled",
+            "helpers": ["unscale_and_clip"],
+            "updates": [(22, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
+        },
+    ],
+    # one_step gathers micro-batches and finishes the update through stepping.finish_update; its own
+    # `for held in pending` loop only runs backward passes.
+    "SL202/ok_finishing_helper": [{
+        "where": "steps.py:27 train",
+        "helpers": ["finish_update", "one_step"],
+        "updates": [(28, "scaler+optimizer", True, "none")],
+        "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+        "resume needs": {"scaler": ["grad_scaler"]}, "restores": [], "diagnostics": [],
+    }],
+    # rescale_gradients (a method of the same class) unscales; the loop may then skip step and update.
+    "SL202/unscale_in_a_method": [{
+        "where": "trainer.py:17 Trainer.train",
+        "helpers": ["Trainer.rescale_gradients"],
+        "updates": [(24, "scaler+optimizer", True, "none")],
+        "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+        "resume needs": {"scaler": ["self._scaler"]}, "restores": [], "diagnostics": [("SL202", 20)],
+    }],
+    # backward_pass scales the loss when it has a scaler; the first two loops step the scaler on that
+    # branch and the optimizer on the other; the third steps the optimizer alone, on scaled gradients
+    # (it still holds the scaler, whose scale a resume would need).
+    "SL203/scaling_helper": [
+        {
+            "where": "loop.py:10 run_epoch",
+            "helpers": ["backward_pass"],
+            "updates": [(14, "scaler+optimizer", True, "none"), (17, "optimizer", False, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["grad_scaler"]}, "restores": [], "diagnostics": [],
+        },
+        {
+            "where": "loop.py:22 run_epoch_scaler_first",
+            "helpers": ["backward_pass"],
+            "updates": [(25, "optimizer", False, "none"), (27, "scaler+optimizer", True, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["grad_scaler"]}, "restores": [], "diagnostics": [],
+        },
+        {
+            "where": "loop.py:33 run_epoch_always_plain",
+            "helpers": ["backward_pass"],
+            "updates": [(35, "optimizer", False, "none")],
+            "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+            "resume needs": {"scaler": ["grad_scaler"]}, "restores": [], "diagnostics": [("SL203", 35)],
+        },
+    ],
+    # Both savers of checkpointing.py store the optimizer, the scheduler and the scaler.
+    "SL302/ok_saver_stores_scaler": [{
+        "where": "train.py:12 main",
+        "helpers": [],
+        "updates": [(14, "scaler+optimizer", True, "none")],
+        "window": None, "counters": {},
+        "schedulers": [("scheduler", 17, "outside the loop", "committed-updates")],
+        "checkpoints": [
+            (18, ["epoch", "model", "optimizer", "scaler", "scheduler"], {"optimizer": ["optimizer"], "scaler": ["scaler"], "scheduler": ["scheduler"]}),
+            (19, ["optimizer", "scaler", "scheduler"], {"optimizer": ["optimizer"], "scaler": ["scaler"], "scheduler": ["scheduler"]}),
+        ],
+        "resume needs": {"scheduler": ["scheduler"], "scaler": ["scaler"]},
+        "restores": [], "diagnostics": [],
+    }],
+    # read_back restores the scaler it is handed (only when mixed precision is on).
+    "SL303/ok_optional_scaler_argument": [{
+        "where": "train.py:15 main",
+        "helpers": [],
+        "updates": [(18, "scaler+optimizer", True, "none")],
+        "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+        "resume needs": {"scaler": ["grad_scaler"]}, "restores": [13], "diagnostics": [],
+    }],
+    # Runner.train_step updates once per call, with no loop of its own.
+    "SL303/ok_restored_by_keyword": [],
+    # A plain optimizer; the schedule steps per epoch; both are read back before the loop.
+    "SL303/ok_star_reexport": [{
+        "where": "fit.py:17 fit",
+        "helpers": [],
+        "updates": [(20, "optimizer", False, "none")],
+        "window": None, "counters": {},
+        "schedulers": [("sched", 21, "outside the loop", "committed-updates")],
+        "checkpoints": [],
+        "resume needs": {"scheduler": ["sched"]}, "restores": [14, 15], "diagnostics": [],
+    }],
+    # Trainer.step updates once per call, with no loop of its own.
+    "SL303/ok_wrapped_restore": [],
+    # run resumes through set_up -> restore (engine.py:27), which restores the optimizer, not the scaler.
+    "SL303/resume_in_a_method": [{
+        "where": "engine.py:17 Engine.run",
+        "helpers": [],
+        "updates": [(20, "scaler+optimizer", True, "none")],
+        "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+        "resume needs": {"scaler": ["self.grad_scaler"]}, "restores": [15], "diagnostics": [("SL303", 31)],
+    }],
+    # The loss is all-reduced by dist_utils.reduce_mean before the finiteness test; a plain optimizer.
+    "SL401/ok_reduce_helper": [{
+        "where": "train.py:9 train",
+        "helpers": ["reduce_mean"],
+        "updates": [(16, "optimizer", False, "none")],
+        "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
+        "resume needs": {}, "restores": [], "diagnostics": [],
+    }],
 }
 
 
