@@ -19,12 +19,14 @@ from steplint.diagnostic import Diagnostic
 from steplint.engine import analyse_source
 from steplint.evidence import skip_reason
 from steplint.model import (
-    CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD, Event,
+    CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD, WINDOW_BOUNDARY, Event,
     ModuleModel,
 )
 from steplint.effects import UPDATE
 from steplint.model.events import CALL, HELPER_STATE
 from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER
+from steplint.model.counters import is_cadence
+from steplint.model.structure import Guard
 from steplint.model.windows import modulo_boundary
 from steplint.model.units import BATCHES, DATA, UPDATES, WINDOWS, CounterUnit, Evidence
 
@@ -241,15 +243,19 @@ def _evidence(model: ModuleModel, evidence: Evidence) -> dict:
 
 def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
     """Where a scheduler steps relative to the loop's update: per committed update (under a commit
-    gate), per window (under the window boundary, or each pass of a loop without one), per batch (each
-    pass of an accumulating loop), or outside the loop (per epoch)."""
+    gate), under a cadence of the loop (`step % eval_every == 0`), per window (under the window
+    boundary, or each pass of a loop without one), per batch (each pass of an accumulating loop), or
+    outside the loop (per epoch)."""
     site = event.site
+    cadence = _cadence(model, site, loop)
     if loop not in site.loops:
         stepped = "outside the loop"
     elif update.kind == HELPER_STATE:
         stepped = "per helper loop"
     elif model.guards.gated(site, update):
         stepped = "per committed update"
+    elif cadence is not None:
+        stepped = "under a cadence"
     elif model.windows.boundary(update.site) is None or model.windows.boundary(site) is not None:
         stepped = "per attempted update"
     else:
@@ -259,9 +265,25 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
         "line": _row(model, event.node),
         "code": model.text.of(event.node),
         "stepped": stepped,
+        "cadence": model.text.of(cadence.test) if cadence is not None else None,
         "basis": model.counters.schedule_basis(event),
-        "position": "told" if event.explicit_position else "counted",
+        "position": "metric" if event.role is not None and event.role.metric else "told" if event.explicit_position else "counted",
     }
+
+
+def _cadence(model: ModuleModel, site, loop) -> Optional[Guard]:
+    """The innermost cadence test (`n % k == 0`, `n == k`) the statement runs under inside `loop`,
+    other than the window boundary: a scheduler stepped at evaluation time, say."""
+    if loop not in site.loops:
+        return None
+    first, last = model.text.rows(loop)
+    for guard in reversed(site.guards):
+        rows = model.text.rows(guard.statement)
+        if not (first < rows[0] <= last):
+            break
+        if is_cadence(guard.test) and guard not in model.guards.of_kind(site, WINDOW_BOUNDARY):
+            return guard
+    return None
 
 
 def _checkpoint(model: ModuleModel, save: Event) -> dict:

@@ -371,3 +371,35 @@ def test_json_has_evidence_only_when_asked(tmp_path):
     assert [{k: v for k, v in d.items() if k != "evidence"} for d in asked] == plain
     sl102 = next(d for d in asked if d["code"] == "SL102")
     assert {"claim": "`global_step` counts attempted updates: advanced once per window (`(i + 1) % accum == 0`)", "location": {"row": 16, "column": 9}} in sl102["evidence"]
+
+
+PLATEAU_LOOP = """\
+import torch
+
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, "min")
+warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=100)
+scaler = torch.amp.GradScaler("cuda")
+step = 0
+for x, y in [(torch.randn(4, 8), torch.randn(4, 1))] * 50:
+    scaler.scale(torch.nn.functional.mse_loss(model(x), y)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    warmup.step()
+    step += 1
+    if step % 10 == 0:
+        plateau.step(torch.nn.functional.mse_loss(model(x), y).item())
+"""
+
+
+def test_scheduler_stepped_at_evaluation_is_shown_under_its_cadence(tmp_path):
+    """A plateau scheduler stepped with a metric every 10 steps is neither per update nor told its position."""
+    (tmp_path / "train.py").write_text(PLATEAU_LOOP)
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    stepped = [(s["name"], s["line"], s["stepped"], s["cadence"], s["position"]) for s in loop["schedulers"]]
+    assert stepped == [
+        ("warmup", 13, "per attempted update", None, "counted"),
+        ("plateau", 16, "under a cadence", "step % 10 == 0", "metric"),
+    ]
+    assert "stepped under a cadence (`step % 10 == 0`), basis committed-updates, on a metric" in trace("train.py", cwd=tmp_path)

@@ -41,8 +41,9 @@ def _consumer_line(c: dict) -> str:
 
 
 def _scheduler_line(s: dict) -> str:
-    position = ", told its position" if s["position"] == "told" else ""
-    return f"{s['name']} `{s['code']}` (line {s['line']}): stepped {s['stepped']}, basis {s['basis']}{position}"
+    position = {"told": ", told its position", "metric": ", on a metric"}.get(s["position"], "")
+    cadence = f" (`{s['cadence']}`)" if s["cadence"] else ""
+    return f"{s['name']} `{s['code']}` (line {s['line']}): stepped {s['stepped']}{cadence}, basis {s['basis']}{position}"
 
 
 def _checkpoint_line(c: dict) -> str:
