@@ -24,7 +24,7 @@ from steplint.model import (
 )
 from steplint.effects import UPDATE
 from steplint.model.events import CALL, HELPER_STATE
-from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER
+from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER
 from steplint.model.counters import is_cadence
 from steplint.model.structure import Guard
 from steplint.model.windows import modulo_boundary
@@ -123,7 +123,7 @@ def _update(model: ModuleModel, update: Event) -> dict:
             "why": f"each call runs a loop of updates in `{update.via.via}` ({update.via.where})",
             "commit_signal": "none",
         }
-    skippable = update.kind == SKIPPABLE_STEP
+    skippable = True if update.kind == SKIPPABLE_STEP else None if _precision_unknown(update) else False
     return {
         "line": _row(model, update.node),
         "code": model.text.of(update.node),
@@ -138,13 +138,25 @@ def _update(model: ModuleModel, update: Event) -> dict:
 def _steps(update: Event) -> str:
     if update.strategy == CALL and update.via is not None:
         return HELPER_STEPS.get(update.via.role, STEPS[CALL])
+    if update.strategy is None and update.role is not None and update.role.prepared:
+        return STEPS["accelerate"]
     return STEPS.get(update.strategy, update.strategy)
+
+
+def _precision_unknown(update: Event) -> bool:
+    """An accelerate-prepared optimizer whose Accelerator's mixed precision the code does not show."""
+    role = update.role
+    return role is not None and role.prepared and role.mixed_precision in (None, ..., PRECISION_FROM_EXPRESSION)
 
 
 def _plain_reason(update: Event) -> str:
     role = update.role
     if update.strategy == "scaler" and role is not None and role.enabled is False:
         return "the scaler is disabled (enabled=False): every step commits"
+    if role is not None and role.prepared:
+        if _precision_unknown(update):
+            return f"prepared by `{role.accelerator}`, whose mixed precision is not visible here (the launcher's or a variable's): under fp16 it can skip the update"
+        return f"prepared by `{role.accelerator}` with mixed_precision={role.mixed_precision!r}: no loss scaling, every step commits"
     return "a plain optimizer step always commits"
 
 
@@ -248,7 +260,9 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
     outside the loop (per epoch)."""
     site = event.site
     cadence = _cadence(model, site, loop)
-    if loop not in site.loops:
+    if event.role is not None and event.role.prepared:
+        stepped = "by accelerate"
+    elif loop not in site.loops:
         stepped = "outside the loop"
     elif update.kind == HELPER_STATE:
         stepped = "per helper loop"

@@ -403,3 +403,44 @@ def test_scheduler_stepped_at_evaluation_is_shown_under_its_cadence(tmp_path):
         ("plateau", 16, "under a cadence", "step % 10 == 0", "metric"),
     ]
     assert "stepped under a cadence (`step % 10 == 0`), basis committed-updates, on a metric" in trace("train.py", cwd=tmp_path)
+
+
+ACCELERATE_LOOP = """\
+import torch
+from accelerate import Accelerator
+
+
+def train(model, loader, accelerate_kwargs, precision):
+    accelerator = Accelerator(**accelerate_kwargs)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=100)
+    model, optimizer, scheduler, loader = accelerator.prepare(model, optimizer, scheduler, loader)
+    for batch in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(model(batch).mean())
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def train_bf16(model, loader):
+    accelerator = Accelerator(mixed_precision="bf16")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for batch in loader:
+        accelerator.backward(model(batch).mean())
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_prepared_optimizer_and_scheduler_are_accelerates(tmp_path):
+    """A prepared optimizer is stepped by accelerate: whether it can skip depends on the Accelerator's
+    precision, unknown when the launcher sets it, none under bf16; a prepared scheduler is accelerate's."""
+    (tmp_path / "train.py").write_text(ACCELERATE_LOOP)
+    first, second = trace_json("train.py", cwd=tmp_path)
+    assert [(u["line"], u["steps"], u["skippable"]) for u in first["updates"]] == [(13, "accelerate", None)]
+    assert [(s["name"], s["line"], s["stepped"]) for s in first["schedulers"]] == [("scheduler", 14, "by accelerate")]
+    assert [(u["line"], u["steps"], u["skippable"]) for u in second["updates"]] == [(24, "accelerate", False)]
+    assert "mixed_precision='bf16'" in second["updates"][0]["why"]
+    assert "accelerate `optimizer.step()` (line 13): skipping unknown: prepared by `accelerator`" in trace("train.py", cwd=tmp_path)

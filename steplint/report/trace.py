@@ -18,7 +18,7 @@ def render_json(loops: List[dict]) -> str:
 
 def _update_line(u: dict) -> str:
     via = f" via {u['via']}" if u["via"] else ""
-    skip = "may skip" if u["skippable"] else "always commits"
+    skip = {True: "may skip", False: "always commits", None: "skipping unknown"}[u["skippable"]]
     return f"{u['steps']}{via} `{u['code']}` (line {u['line']}): {skip}: {u['why']}; commit signal: {u['commit_signal']}"
 
 
