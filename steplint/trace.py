@@ -27,8 +27,9 @@ from steplint.model.events import CALL, HELPER_STATE
 from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER
 from steplint.model.counters import is_cadence
 from steplint.model.structure import Guard
-from steplint.model.windows import modulo_boundary
 from steplint.model.units import BATCHES, DATA, UPDATES, WINDOWS, CounterUnit, Evidence
+from steplint.model.windows import argument_boundary, modulo_boundary
+from steplint.rule import one_line
 
 SCHEMA_VERSION = 1
 # What each update strategy steps (Event.strategy -> the words the map uses).
@@ -108,6 +109,11 @@ def _helper_rows(model: ModuleModel, events: List[Event]) -> List[tuple]:
     return [rows for rows in functions if rows[0] in lines]
 
 
+def _code(model: ModuleModel, node: cst.CSTNode) -> str:
+    """A node's source on one line: the map's lines (text, JSON, markdown) never break inside a quote."""
+    return one_line(model.text.of(node))
+
+
 def _row(model: ModuleModel, node: cst.CSTNode) -> int:
     return model.text.rows(node)[0]
 
@@ -116,7 +122,7 @@ def _update(model: ModuleModel, update: Event) -> dict:
     if update.kind == HELPER_STATE:
         return {
             "line": _row(model, update.node),
-            "code": model.text.of(update.node),
+            "code": _code(model, update.node),
             "steps": HELPER_STEPS.get(update.via.role, STEPS[CALL]),
             "via": update.via.via or None,
             "skippable": update.role is not None and update.role.kind == SCALER,
@@ -126,7 +132,7 @@ def _update(model: ModuleModel, update: Event) -> dict:
     skippable = True if update.kind == SKIPPABLE_STEP else None if _precision_unknown(update) else False
     return {
         "line": _row(model, update.node),
-        "code": model.text.of(update.node),
+        "code": _code(model, update.node),
         "steps": _steps(update),
         "via": update.via.via if update.via is not None and update.via.via else None,
         "skippable": skippable,
@@ -178,12 +184,15 @@ _GATED_KINDS = (SCHEDULER_STEP, COUNTER_INCREMENT, CHECKPOINT_SAVE, "evaluation"
 def _window(model: ModuleModel, update: Event) -> Optional[dict]:
     boundary = model.windows.boundary(update.site) if update.kind != HELPER_STATE else None
     if boundary is None:
-        return None
+        told = argument_boundary(update)
+        if told is None:
+            return None
+        return {"line": _row(model, told), "boundary": _code(model, told), "length": _code(model, told.left.right)}  # type: ignore[attr-defined]
     modulo = modulo_boundary(model, boundary)
     return {
         "line": _row(model, boundary.test),
-        "boundary": model.text.of(boundary.test),
-        "length": model.text.of(modulo.length) if modulo is not None else None,
+        "boundary": _code(model, boundary.test),
+        "length": _code(model, modulo.length) if modulo is not None else None,
     }
 
 
@@ -218,7 +227,7 @@ def _window_counter(model: ModuleModel, update: Event) -> Optional[tuple]:
     if modulo is None or modulo.counter is None:
         return None
     key = model.roles.key(modulo.counter, update.site.scope)
-    consumer = {"kind": "window", "line": _row(model, boundary.test), "code": model.text.of(boundary.test), "expects": BATCHES, "conflict": False}
+    consumer = {"kind": "window", "line": _row(model, boundary.test), "code": _code(model, boundary.test), "expects": BATCHES, "conflict": False}
     return key, consumer
 
 
@@ -243,7 +252,7 @@ def _counter(model: ModuleModel, key: str, unit: CounterUnit, rows: List[int], i
         "evidence": [_evidence(model, e) for e in unit.evidence],
         "runtime": RUNTIME_COUNTERS.get(unit.unit),
         "consumers": [
-            {"kind": c.label, "line": _row(model, c.node), "code": model.text.of(c.node), "expects": c.unit, "conflict": id(c) in conflicting}
+            {"kind": c.label, "line": _row(model, c.node), "code": _code(model, c.node), "expects": c.unit, "conflict": id(c) in conflicting}
             for c in consumers
         ],
     }
@@ -275,11 +284,11 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
     else:
         stepped = "per batch"
     return {
-        "name": model.text.of(event.subject) if event.subject is not None else None,
+        "name": _code(model, event.subject) if event.subject is not None else None,
         "line": _row(model, event.node),
-        "code": model.text.of(event.node),
+        "code": _code(model, event.node),
         "stepped": stepped,
-        "cadence": model.text.of(cadence.test) if cadence is not None else None,
+        "cadence": _code(model, cadence.test) if cadence is not None else None,
         "basis": model.counters.schedule_basis(event),
         "position": "metric" if event.role is not None and event.role.metric else "told" if event.explicit_position else "counted",
     }
@@ -304,7 +313,7 @@ def _checkpoint(model: ModuleModel, save: Event) -> dict:
     checkpoint = model.state.checkpoint(save)
     return {
         "line": _row(model, save.node),
-        "code": model.text.of(save.node),
+        "code": _code(model, save.node),
         "keys": sorted(checkpoint.entries) if checkpoint is not None else None,
         "stores": {kind: sorted(_name(k) for k in keys) for kind, keys in sorted(checkpoint.holds.items()) if keys} if checkpoint is not None else None,
     }
@@ -316,7 +325,7 @@ def _resume(model: ModuleModel, scope) -> dict:
     loads = {id(e.node): e for e in model.of_kind(STATE_LOAD) if e.site.scope is scope}.values()
     return {
         "needs": {kind: sorted(_name(k) for k in keys) for kind, keys in needed.items()},
-        "restores": [{"line": _row(model, e.node), "code": model.text.of(e.node)} for e in loads],
+        "restores": [{"line": _row(model, e.node), "code": _code(model, e.node)} for e in loads],
     }
 
 

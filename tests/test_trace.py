@@ -444,3 +444,31 @@ def test_prepared_optimizer_and_scheduler_are_accelerates(tmp_path):
     assert [(u["line"], u["steps"], u["skippable"]) for u in second["updates"]] == [(24, "accelerate", False)]
     assert "mixed_precision='bf16'" in second["updates"][0]["why"]
     assert "accelerate `optimizer.step()` (line 13): skipping unknown: prepared by `accelerator`" in trace("train.py", cwd=tmp_path)
+
+
+LOSS_SCALER_LOOP = """\
+import torch
+from timm.utils import NativeScaler
+
+
+def train_one_epoch(model, loader, optimizer, accum):
+    loss_scaler = NativeScaler()
+    for i, batch in enumerate(loader):
+        loss = model(batch).mean() / accum
+        loss_scaler(loss, optimizer, clip_grad=1.0,
+                    parameters=model.parameters(), update_grad=(i + 1) % accum == 0)
+        if (i + 1) % accum == 0:
+            optimizer.zero_grad()
+"""
+
+
+def test_window_told_to_a_loss_scaler_and_multi_line_code_on_one_line(tmp_path):
+    """timm's loss scaler is told the window's last micro-batch as `update_grad=`: that test is the
+    window. The call spans two lines; the map quotes it on one."""
+    (tmp_path / "train.py").write_text(LOSS_SCALER_LOOP)
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    assert (loop["window"]["line"], loop["window"]["boundary"], loop["window"]["length"]) == (10, "(i + 1) % accum == 0", "accum")
+    (update,) = loop["updates"]
+    assert (update["line"], update["steps"], update["skippable"]) == (9, "loss scaler+optimizer", True)
+    assert update["code"] == "loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters(), update_grad=(i + 1) % accum == 0)"
+    assert all(line.startswith(("train.py:", "├", "│", "└")) for line in trace("train.py", cwd=tmp_path).splitlines() if line)
