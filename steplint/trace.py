@@ -23,7 +23,7 @@ from steplint.model import (
     ModuleModel,
 )
 from steplint.effects import UPDATE
-from steplint.model.events import CALL, HELPER_STATE
+from steplint.model.events import CALL, EVALUATION, HELPER_STATE
 from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER
 from steplint.model.counters import is_cadence
 from steplint.model.structure import Guard
@@ -254,8 +254,18 @@ def _counter(model: ModuleModel, key: str, unit: CounterUnit, rows: List[int], i
         "consumers": [
             {"kind": c.label, "line": _row(model, c.node), "code": _code(model, c.node), "expects": c.unit, "conflict": id(c) in conflicting}
             for c in consumers
+            if not _mode_switch_before_save(model, c, consumers)
         ],
     }
+
+
+def _mode_switch_before_save(model: ModuleModel, consumer, consumers) -> bool:
+    """An "eval" reading of a test that guards a checkpoint save, where the only evaluation under it
+    is `model.eval()` (switching modes around the save): the block saves, it does not evaluate."""
+    if consumer.label != "eval" or not any(c.label == "checkpoint" and c.node is consumer.node for c in consumers):
+        return False
+    under = [e for e in model.of_kind(EVALUATION) if any(g.test is consumer.node for g in e.site.guards)]
+    return all(isinstance(e.node, cst.Call) and isinstance(e.node.func, cst.Attribute) and e.node.func.attr.value == "eval" for e in under)
 
 
 def _evidence(model: ModuleModel, evidence: Evidence) -> dict:

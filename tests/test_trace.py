@@ -472,3 +472,39 @@ def test_window_told_to_a_loss_scaler_and_multi_line_code_on_one_line(tmp_path):
     assert (update["line"], update["steps"], update["skippable"]) == (9, "loss scaler+optimizer", True)
     assert update["code"] == "loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters(), update_grad=(i + 1) % accum == 0)"
     assert all(line.startswith(("train.py:", "├", "│", "└")) for line in trace("train.py", cwd=tmp_path).splitlines() if line)
+
+
+SAVE_AND_EVAL_BLOCKS = """\
+import torch
+
+
+def evaluate(model, data):
+    return sum(model(x).mean().item() for x in data)
+
+
+def train(model, loader, val, optimizer, save_every, eval_every):
+    scaler = torch.amp.GradScaler("cuda")
+    step = 0
+    for batch in loader:
+        scaler.scale(model(batch).mean()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        step += 1
+        if step % save_every == 0:
+            model.eval()
+            torch.save({"model": model.state_dict(), "scaler": scaler.state_dict()}, "last.pt")
+            model.train()
+        if step % eval_every == 0:
+            score = evaluate(model, val)
+            torch.save({"model": model.state_dict(), "score": score}, "best.pt")
+"""
+
+
+def test_a_mode_switch_around_a_save_is_not_an_evaluation(tmp_path):
+    """`model.eval()` around a save only switches modes: that block feeds a checkpoint; the block that
+    calls `evaluate(...)` and then saves feeds both."""
+    (tmp_path / "train.py").write_text(SAVE_AND_EVAL_BLOCKS)
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    (step,) = [c for c in loop["counters"] if c["name"] == "step"]
+    feeds = sorted((x["kind"], x["line"]) for x in step["consumers"])
+    assert feeds == [("checkpoint", 16), ("checkpoint", 20), ("eval", 20)]  # the saves themselves do not read `step`
