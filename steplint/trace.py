@@ -19,7 +19,8 @@ from steplint.diagnostic import Diagnostic
 from steplint.engine import analyse_source
 from steplint.evidence import skip_reason
 from steplint.model import (
-    CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD, WINDOW_BOUNDARY, Event,
+    CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD,
+    WINDOW_BOUNDARY, Event,
     ModuleModel,
 )
 from steplint.effects import UPDATE
@@ -61,7 +62,37 @@ def trace_model(model: ModuleModel, diagnostics: List[Diagnostic]) -> List[dict]
     for update in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP, HELPER_STATE):
         if update.site.loop is not None and (update.kind != HELPER_STATE or _runs_updates(update)):
             loops.setdefault((id(update.site.scope), id(update.site.loop)), []).append(update)
+        elif update.site.loop is None and update.kind != HELPER_STATE and _takes_whole_steps(model, update.site.scope):
+            loops.setdefault((id(update.site.scope), None), []).append(update)
     return sorted((_loop(model, updates, diagnostics) for updates in loops.values()), key=lambda loop: loop["line"])
+
+
+_STEP_COMPANIONS = (SCALED_BACKWARD, SCHEDULER_STEP, COUNTER_INCREMENT, CHECKPOINT_SAVE)
+
+
+def _takes_whole_steps(model: ModuleModel, scope) -> bool:
+    """A step function (`Trainer.train_step(batch)`): a function whose update is in no loop of its
+    own, called once per batch by a loop elsewhere, which does there what a training step does with the
+    update (a scaled backward, a scheduler step, a counter, a save). A helper that only finishes the
+    update (`amp_step(scaler, optimizer)`: unscale, clip, step) is part of its caller's map instead."""
+    return isinstance(scope.node, cst.FunctionDef) and any(
+        e.site.loop is None for e in model.events_in(scope, *_STEP_COMPANIONS) if e.site.scope is scope
+    )
+
+
+def without_covered_step_functions(loops: List[dict]) -> List[dict]:
+    """The map of a project: a step function that a traced loop runs as a helper is part of that loop's
+    map (its `helpers`), not a map of its own."""
+    helpers = set()
+    for loop in loops:
+        for helper in loop["helpers"]:
+            where = helper.rpartition(" (")[2].rstrip(")")
+            path, _, line = where.rpartition(":")
+            helpers.add((path, line))
+    def covered(loop: dict) -> bool:
+        here = os.path.abspath(loop["file"]).replace(os.sep, "/")
+        return any(here.endswith("/" + path) and line == str(loop["line"]) for path, line in helpers)
+    return [loop for loop in loops if loop["kind"] == "loop" or not covered(loop)]
 
 
 def _runs_updates(event: Event) -> bool:
@@ -73,12 +104,13 @@ def _runs_updates(event: Event) -> bool:
 def _loop(model: ModuleModel, updates: List[Event], diagnostics: List[Diagnostic]) -> dict:
     site = updates[0].site
     loop, scope = site.loop, site.scope
-    inside = [e for e in model.events if e.site.scope is scope and loop in e.site.loops]
+    inside = [e for e in model.events if e.site.scope is scope and _in(loop, e.site)]
     helpers = sorted({f"{e.via.via} ({e.via.where})" for e in inside if e.via is not None and e.via.via})
     rows = [_rows(model, scope)] + _helper_rows(model, [e for e in model.events if e.site.scope is scope])
     return {
         "file": model.source.path,
-        "line": model.text.rows(loop)[0],
+        "line": model.text.rows(loop if loop is not None else scope.node)[0],
+        "kind": "loop" if loop is not None else "step function",
         "function": scope.name,
         "helpers": helpers,
         "updates": [_update(model, u) for u in updates],
@@ -89,6 +121,11 @@ def _loop(model: ModuleModel, updates: List[Event], diagnostics: List[Diagnostic
         "resume": _resume(model, scope),
         "diagnostics": [_diagnostic(d) for d in diagnostics if any(first <= d.row <= last for first, last in rows)],
     }
+
+
+def _in(loop, site) -> bool:
+    """`site` runs in `loop`; for a step function (no loop), in no loop of the function."""
+    return loop in site.loops if loop is not None else not site.loops
 
 
 def _rows(model: ModuleModel, scope) -> tuple:
@@ -203,7 +240,7 @@ def _counters(model: ModuleModel, loop, scope, update: Event, diagnostics: List[
         key, call = index
         found[key] = _counter(model, key, model.units.unit_of_key(key), [_row(model, call)], None)
     for increment in model.of_kind(COUNTER_INCREMENT):
-        if increment.site.scope is not scope or loop not in increment.site.loops:
+        if increment.site.scope is not scope or not _in(loop, increment.site):
             continue
         key = model.roles.key(increment.subject, scope)
         if key is None:
@@ -281,7 +318,7 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
     cadence = _cadence(model, site, loop)
     if event.role is not None and event.role.prepared:
         stepped = "by accelerate"
-    elif loop not in site.loops:
+    elif not _in(loop, site):
         stepped = "outside the loop"
     elif update.kind == HELPER_STATE:
         stepped = "per helper loop"
@@ -307,9 +344,9 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
 def _cadence(model: ModuleModel, site, loop) -> Optional[Guard]:
     """The innermost cadence test (`n % k == 0`, `n == k`) the statement runs under inside `loop`,
     other than the window boundary: a scheduler stepped at evaluation time, say."""
-    if loop not in site.loops:
+    if not _in(loop, site):
         return None
-    first, last = model.text.rows(loop)
+    first, last = model.text.rows(loop if loop is not None else site.scope.node)
     for guard in reversed(site.guards):
         rows = model.text.rows(guard.statement)
         if not (first < rows[0] <= last):

@@ -30,6 +30,7 @@ def essentials(loop: dict) -> dict:
     """The map's facts, as a reader writes them down."""
     return {
         "where": f"{loop['file']}:{loop['line']} {loop['function']}",
+        "kind": loop["kind"],
         "helpers": [h.split(" ")[0] for h in loop["helpers"]],
         "updates": [(u["line"], u["steps"], u["skippable"], u["commit_signal"]) for u in loop["updates"]],
         "window": (loop["window"]["boundary"], loop["window"]["length"]) if loop["window"] else None,
@@ -56,7 +57,7 @@ def readme_example() -> str:
 # The README's first example: the batch index `i` decides the window; `global_step` advances once per
 # window (attempts, skipped ones too) and ends the run; the scheduler steps every batch.
 README_MAP = {
-    "where": "train.py:10 <module>",
+    "where": "train.py:10 <module>", "kind": "loop",
     "helpers": [],
     "updates": [(13, "scaler+optimizer", True, "none")],
     "window": ("(i + 1) % accum == 0", "accum"),
@@ -76,7 +77,7 @@ FIXTURE_MAPS = {
     # amp_step (optim_utils.py) unscales, clips and steps the scaler: the call is the update; the
     # scheduler after it steps once per pass, on skipped updates too.
     "SL101/step_helper_module": [{
-        "where": "train.py:12 train",
+        "where": "train.py:12 train", "kind": "loop",
         "helpers": ["amp_step"],
         "updates": [(16, "scaler+optimizer", True, "none")],
         "window": None,
@@ -89,7 +90,7 @@ FIXTURE_MAPS = {
     }],
     # The checkpoint is built key by key and written by utils.save_on_master; the scheduler steps per epoch.
     "SL302/saver_without_scaler": [{
-        "where": "train.py:12 main",
+        "where": "train.py:12 main", "kind": "loop",
         "helpers": [],
         "updates": [(16, "scaler+optimizer", True, "none")],
         "window": None,
@@ -104,14 +105,14 @@ FIXTURE_MAPS = {
     # epoch, and resumes through ckpt_utils.load_checkpoint, which restores the optimizer only.
     "SL303/split_resume": [
         {
-            "where": "train.py:9 train_one_epoch",
+            "where": "train.py:9 train_one_epoch", "kind": "loop",
             "helpers": [],
             "updates": [(14, "scaler+optimizer", True, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
             "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
         },
         {
-            "where": "train.py:25 main",
+            "where": "train.py:25 main", "kind": "loop",
             "helpers": ["train_one_epoch"],
             "updates": [(26, "scaler+optimizer", True, "none")],
             "window": None, "counters": {},
@@ -125,14 +126,14 @@ FIXTURE_MAPS = {
     # Two loops, each updating through a helper of amp_helpers.py (the scaler's step is there).
     "SL202/caller_updates": [
         {
-            "where": "train.py:8 train",
+            "where": "train.py:8 train", "kind": "loop",
             "helpers": ["backward_and_step"],
             "updates": [(10, "scaler+optimizer", True, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
             "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [],
         },
         {
-            "where": "train.py:17 finetune",
+            "where": "train.py:17 finetune", "kind": "loop",
             "helpers": ["step_only"],
             "updates": [(19, "scaler+optimizer", True, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
@@ -140,11 +141,21 @@ FIXTURE_MAPS = {
         },
     ],
     # OptimizerGroup.step loops over the optimizers of one update: not a training loop. Trainer.train_step
-    # updates once per call, with no loop of its own: not a loop either.
-    "SL101/attribute_held_optimizers": [],
+    # is a step function: it updates once per call, through the group's step_main, and steps the
+    # scheduler after it, on skipped updates too.
+    "SL101/attribute_held_optimizers": [{
+        "where": "trainer.py:15 Trainer.train_step", "kind": "step function",
+        "helpers": ["OptimizerGroup.step_main"],
+        "updates": [(17, "scaler+optimizer", True, "none")],
+        "window": None, "counters": {},
+        "schedulers": [("self.scheduler", 18, "per attempted update", "committed-updates")],
+        "checkpoints": [],
+        "resume needs": {"scheduler": ["self.scheduler"], "scaler": ["self.scaler"]},
+        "restores": [], "diagnostics": [("SL101", 18)],
+    }],
     # amp_step returns whether the update committed; the scheduler runs under that answer.
     "SL101/ok_helper_returns_commit": [{
-        "where": "train.py:11 train",
+        "where": "train.py:11 train", "kind": "loop",
         "helpers": ["amp_step"],
         "updates": [(13, "scaler+optimizer", True, "authoritative")],
         "window": None, "counters": {},
@@ -156,14 +167,14 @@ FIXTURE_MAPS = {
     # clip_gradients clips the still-scaled gradients; unscale_and_clip unscales first.
     "SL201/clip_in_helper": [
         {
-            "where": "train.py:9 train",
+            "where": "train.py:9 train", "kind": "loop",
             "helpers": ["clip_gradients"],
             "updates": [(12, "scaler+optimizer", True, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
             "resume needs": {"scaler": ["scaler"]}, "restores": [], "diagnostics": [("SL201", 11)],
         },
         {
-            "where": "train.py:19 train_unscaled",
+            "where": "train.py:19 train_unscaled", "kind": "loop",
             "helpers": ["unscale_and_clip"],
             "updates": [(22, "scaler+optimizer", True, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
@@ -173,7 +184,7 @@ FIXTURE_MAPS = {
     # one_step gathers micro-batches and finishes the update through stepping.finish_update; its own
     # `for held in pending` loop only runs backward passes.
     "SL202/ok_finishing_helper": [{
-        "where": "steps.py:27 train",
+        "where": "steps.py:27 train", "kind": "loop",
         "helpers": ["finish_update", "one_step"],
         "updates": [(28, "scaler+optimizer", True, "none")],
         "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
@@ -181,7 +192,7 @@ FIXTURE_MAPS = {
     }],
     # rescale_gradients (a method of the same class) unscales; the loop may then skip step and update.
     "SL202/unscale_in_a_method": [{
-        "where": "trainer.py:17 Trainer.train",
+        "where": "trainer.py:17 Trainer.train", "kind": "loop",
         "helpers": ["Trainer.rescale_gradients"],
         "updates": [(24, "scaler+optimizer", True, "none")],
         "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
@@ -192,21 +203,21 @@ FIXTURE_MAPS = {
     # (it still holds the scaler, whose scale a resume would need).
     "SL203/scaling_helper": [
         {
-            "where": "loop.py:10 run_epoch",
+            "where": "loop.py:10 run_epoch", "kind": "loop",
             "helpers": ["backward_pass"],
             "updates": [(14, "scaler+optimizer", True, "none"), (17, "optimizer", False, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
             "resume needs": {"scaler": ["grad_scaler"]}, "restores": [], "diagnostics": [],
         },
         {
-            "where": "loop.py:22 run_epoch_scaler_first",
+            "where": "loop.py:22 run_epoch_scaler_first", "kind": "loop",
             "helpers": ["backward_pass"],
             "updates": [(25, "optimizer", False, "none"), (27, "scaler+optimizer", True, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
             "resume needs": {"scaler": ["grad_scaler"]}, "restores": [], "diagnostics": [],
         },
         {
-            "where": "loop.py:33 run_epoch_always_plain",
+            "where": "loop.py:33 run_epoch_always_plain", "kind": "loop",
             "helpers": ["backward_pass"],
             "updates": [(35, "optimizer", False, "none")],
             "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
@@ -215,7 +226,7 @@ FIXTURE_MAPS = {
     ],
     # Both savers of checkpointing.py store the optimizer, the scheduler and the scaler.
     "SL302/ok_saver_stores_scaler": [{
-        "where": "train.py:12 main",
+        "where": "train.py:12 main", "kind": "loop",
         "helpers": [],
         "updates": [(14, "scaler+optimizer", True, "none")],
         "window": None, "counters": {},
@@ -229,17 +240,25 @@ FIXTURE_MAPS = {
     }],
     # read_back restores the scaler it is handed (only when mixed precision is on).
     "SL303/ok_optional_scaler_argument": [{
-        "where": "train.py:15 main",
+        "where": "train.py:15 main", "kind": "loop",
         "helpers": [],
         "updates": [(18, "scaler+optimizer", True, "none")],
         "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
         "resume needs": {"scaler": ["grad_scaler"]}, "restores": [13], "diagnostics": [],
     }],
-    # Runner.train_step updates once per call, with no loop of its own.
-    "SL303/ok_restored_by_keyword": [],
+    # Runner.train_step, a step function: a plain update, then the schedule; the resume is in __init__.
+    "SL303/ok_restored_by_keyword": [{
+        "where": "runner.py:22 Runner.train_step", "kind": "step function",
+        "helpers": [],
+        "updates": [(24, "optimizer", False, "none")],
+        "window": None, "counters": {},
+        "schedulers": [("self.schedule", 26, "per attempted update", "committed-updates")],
+        "checkpoints": [],
+        "resume needs": {"scheduler": ["self.schedule"]}, "restores": [], "diagnostics": [],
+    }],
     # A plain optimizer; the schedule steps per epoch; both are read back before the loop.
     "SL303/ok_star_reexport": [{
-        "where": "fit.py:17 fit",
+        "where": "fit.py:17 fit", "kind": "loop",
         "helpers": [],
         "updates": [(20, "optimizer", False, "none")],
         "window": None, "counters": {},
@@ -247,11 +266,25 @@ FIXTURE_MAPS = {
         "checkpoints": [],
         "resume needs": {"scheduler": ["sched"]}, "restores": [14, 15], "diagnostics": [],
     }],
-    # Trainer.step updates once per call, with no loop of its own.
-    "SL303/ok_wrapped_restore": [],
+    # Trainer.step, a step function: it returns on a skipped update, so the wrapped scheduler and the
+    # counter advance per committed update; every 1000 of them it saves through self.save.
+    "SL303/ok_wrapped_restore": [{
+        "where": "state.py:17 Trainer.step", "kind": "step function",
+        "helpers": ["Trainer.save"],
+        "updates": [(19, "scaler+optimizer", True, "authoritative")],
+        "window": None,
+        "counters": {"self.updates": {
+            "unit": "updates", "declared": False, "incremented": [24], "runtime": "committed_updates",
+            "feeds": [("checkpoint", 25, None, False), ("checkpoint", 29, None, False)], "reported": [],
+        }},
+        "schedulers": [("self.sched", 23, "per committed update", "committed-updates")],
+        "checkpoints": [(26, ["optimizer", "scaler", "sched", "updates"], {"optimizer": ["self.optimizer"], "scaler": ["self.scaler"], "scheduler": ["self.sched"]})],
+        "resume needs": {"scheduler": ["self.sched"], "scaler": ["self.scaler"]},
+        "restores": [], "diagnostics": [],
+    }],
     # run resumes through set_up -> restore (engine.py:27), which restores the optimizer, not the scaler.
     "SL303/resume_in_a_method": [{
-        "where": "engine.py:17 Engine.run",
+        "where": "engine.py:17 Engine.run", "kind": "loop",
         "helpers": [],
         "updates": [(20, "scaler+optimizer", True, "none")],
         "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
@@ -259,7 +292,7 @@ FIXTURE_MAPS = {
     }],
     # The loss is all-reduced by dist_utils.reduce_mean before the finiteness test; a plain optimizer.
     "SL401/ok_reduce_helper": [{
-        "where": "train.py:9 train",
+        "where": "train.py:9 train", "kind": "loop",
         "helpers": ["reduce_mean"],
         "updates": [(16, "optimizer", False, "none")],
         "window": None, "counters": {}, "schedulers": [], "checkpoints": [],
@@ -298,7 +331,7 @@ def test_every_project_fixture_traces(fixture):
         assert loop["updates"]
     text = trace("--color", "never", *project_files(cwd), cwd=cwd)
     markdown = trace("--output-format", "markdown", *project_files(cwd), cwd=cwd)
-    assert text.count(": loop in ") == len(loops) == markdown.count("### ")
+    assert text.count(": loop in ") + text.count(": step function ") == len(loops) == markdown.count("### ")
 
 
 def test_text_is_coloured_only_when_asked(tmp_path):

@@ -66,7 +66,7 @@ def render_text(loops: List[dict]) -> str:
         return click.style(text, bold=True)
 
     for loop in loops:
-        out.append(f"{click.style(loop['file'], bold=True)}:{loop['line']}: loop in {loop['function']}")
+        out.append(f"{click.style(loop['file'], bold=True)}:{loop['line']}: {_title(loop)}")
         sections: List[Node] = []
         if loop["helpers"]:
             sections.append((f"{head('helpers')}: {', '.join(loop['helpers'])}", []))
@@ -113,7 +113,7 @@ def _branches(nodes: List[Node], indent: str) -> List[str]:
 def render_markdown(loops: List[dict]) -> str:
     out: List[str] = []
     for loop in loops:
-        out.append(f"### `{loop['file']}:{loop['line']}`: loop in `{loop['function']}`\n")
+        out.append(f"### `{loop['file']}:{loop['line']}`: {_title(loop, '`')}\n")
         if loop["helpers"]:
             out.append(f"- **helpers:** {', '.join(loop['helpers'])}")
         for u in loop["updates"]:
@@ -136,6 +136,11 @@ def render_markdown(loops: List[dict]) -> str:
             out.extend(f"| {d['code']} | {d['line']} | {_cell(d['message'])} |" for d in loop["diagnostics"])
         out.append("")
     return "\n".join(out) + ("\n" if out else "")
+
+
+def _title(loop: dict, quote: str = "") -> str:
+    function = f"{quote}{loop['function']}{quote}"
+    return f"loop in {function}" if loop["kind"] == "loop" else f"step function {function} (one update per call)"
 
 
 def _none(items: list) -> str:
