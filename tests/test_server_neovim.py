@@ -193,3 +193,11 @@ def test_neovim_request_with_unreadable_params_gets_invalid_params(tmp_path: Pat
     seen, _ = run_neovim(tmp_path, INVALID_PARAMS)
     assert seen["error_code"] == -32602, seen
     assert seen["actions"] >= 1, seen  # still serving
+
+
+def test_readme_neovim_fix_all_call_applies_the_safe_fixes(tmp_path: Path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    call = re.search(r"fix-all is\s+`(vim\.lsp\.buf\.code_action\(.*?\))`", readme, re.S).group(1)
+    driver = call + "\nout.fixed = wait_for(function() return vim.tbl_contains(vim.api.nvim_buf_get_lines(0, 0, -1, false), '    if committed:') end)\n"
+    seen, _ = run_neovim(tmp_path, driver)
+    assert seen["fixed"], seen
