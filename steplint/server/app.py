@@ -219,7 +219,7 @@ class SteplintServer(LanguageServer):
         self.too_large.discard(document.uri)
         units = self.workspace.position_codec.client_num_units
         project = self.project_context(path) if to_fs_path(uri) else None
-        return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units, project))
+        return await self.once("lint", uri, key, functools.partial(_lint, document.uri, path, text, key, settings, self.editor, units, project))
 
     def tell_not_analysed(self, uri: str, reason: str) -> None:
         """Once per document (until it can be analysed again): the command line's bound and words,
@@ -362,7 +362,7 @@ def _changed_modules(projects: Projects, path: str, text: Optional[str], open_te
         return {}
 
 
-def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int], project: Callable[[], Any]) -> Linted:
+def _lint(uri: str, path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int], project: Callable[[], Any]) -> Linted:
     """Runs on the engine thread: diagnostics in LSP terms, with their fix and noqa edits."""
     started = time.perf_counter()
     try:
@@ -371,7 +371,7 @@ def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Ca
         shown = found if editor.show_syntax_errors else [d for d in found if d.code != SYNTAX_ERROR]
         source = Source(path, text)
         fixable = any(d.fix is not None and d.fix.applies(editor.unsafe_fixes) for d in shown)
-        linted = Linted(key, lsp_diagnostics(source, shown, comments(source), key[0], editor.severity, units), fixable, found, context)
+        linted = Linted(key, lsp_diagnostics(source, shown, comments(source), key[0], editor.severity, units, uri), fixable, found, context)
         log.debug("linted %s version %s: %d diagnostics in %.0f ms", path, key[0], len(found), 1000 * (time.perf_counter() - started))
         return linted
     except Exception:
