@@ -15,6 +15,8 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from pathspec import GitIgnoreSpec
 
+from steplint import interrupt
+
 # Folders that hold no code of the project's own: the default `exclude`.
 SKIPPED_DIRS = {
     ".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "build", "dist", ".tox", ".nox", ".eggs",
@@ -136,7 +138,7 @@ def _same_owner(temporary: str, original: os.stat_result) -> bool:
 
 
 def _write_in_place(target: str, data: bytes) -> None:
-    with open(target, "r+b") as out:
+    with open(target, "r+b") as out, interrupt.deferred():
         out.write(data)
         out.truncate()
         out.flush()
