@@ -131,6 +131,9 @@ def test_the_usage_block_names_options_and_formats_the_commands_take(tmp_path):
         command = "rule" if line.startswith("steplint rule") else "check"
         for option in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", line.split("  #")[0]):
             assert option in helps[command] or line.startswith("steplint --version"), (option, line)
+    listed = re.search(r"`steplint check --help` lists the options under ruff's headings \(([^)]*)\)", README).group(1)
+    headings = re.split(r",\s+", listed)
+    assert [h for h in headings if f"\n{h}:\n" not in helps["check"]] == [], headings
     (tmp_path / "train.py").write_text(BUGGY)
     formats = re.search(r"--output-format ([\w|-]+)", usage).group(1).split("|")
     assert len(formats) == 12
