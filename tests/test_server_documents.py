@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import sys
 from typing import Tuple
 
 import pytest
@@ -149,3 +150,26 @@ async def test_a_file_name_that_is_not_utf8_is_checked_and_the_project_still_rea
     fix = next(a for a in await editor.actions(uri, [diagnostic]) if "Disable" not in a.title)
     await editor.apply(uri, fix)
     assert await editor.diagnostics(uri) == []
+
+
+NEWER = "type Pair[T] = tuple[T, T]\n\n\ndef first[T](pair: Pair[T]) -> T:\n    return pair[0]\n"  # PEP 695, Python 3.12
+RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's grammar itself")
+@pytest.mark.parametrize("client", ["visual-studio-code"], indirect=True)
+async def test_a_document_in_the_grammar_of_the_projects_newer_python_is_said_so_not_called_broken(editor: Editor):
+    pyproject = editor.root / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "demo"\nrequires-python = ">=3.12"\n')
+    uri = editor.open("generic.py", NEWER)
+    assert await editor.diagnostics(uri) == []
+    (told,) = [m.message for m in editor.client.log_messages if "not analysed" in m.message]
+    assert told.startswith(uri) and f"Python {RUNNING}, which runs steplint, cannot parse it" in told and "targets Python 3.12" in told
+    # The project now says it runs on 3.9: the same text is broken for it.
+    pyproject.write_text('[project]\nname = "demo"\nrequires-python = ">=3.9"\n')
+    editor.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(changes=[types.FileEvent(uri=pyproject.as_uri(), type=types.FileChangeType.Changed)])
+    )
+    editor.change(uri, NEWER)
+    (broken,) = await editor.diagnostics(uri)
+    assert broken.code == "SL001" and f"(checked with Python {RUNNING})" in broken.message
