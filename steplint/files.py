@@ -108,7 +108,8 @@ def write_text(path: str, file: TextFile, text: str) -> None:
         original = os.stat(target)
         if original.st_nlink == 1:
             where = "its folder"
-            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
+            with interrupt.deferred():  # (a Ctrl-C inside mkstemp would leave a file whose name the cleanup below never knew)
+                handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
             where = "the file"
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
