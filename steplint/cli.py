@@ -526,6 +526,7 @@ def _watch(ctx: click.Context, paths) -> None:
     def check_once() -> None:
         config.load_config.cache_clear()
         config.find_config.cache_clear()
+        config.requires_python.cache_clear()
         try:
             ctx.invoke(check, **{**ctx.params, "watch": False})
         except SystemExit:

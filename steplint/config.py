@@ -59,7 +59,7 @@ class Settings:
     extend_fixable: Tuple[str, ...] = ()
     roles: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (role kind, extra names that hold it)
     recipe: Optional[str] = None  # a framework's counting convention the code follows (RECIPES)
-    target_version: Optional[str] = None  # "3.12": the Python the project targets (`target-version`, else requires-python)
+    target_version: Optional[str] = None  # "3.12": the Python the project targets (`target-version`, else the requires-python of the file's own project)
     units: Tuple[Tuple[str, str], ...] = ()  # `[tool.steplint.units]`: (counter name, declared unit)
     cache_dir: Optional[str] = None  # `cache-dir`, absolute; None: STEPLINT_CACHE_DIR, else .steplint_cache in root
     root: str = "."  # the folder that exclude and per-file-ignores globs are relative to
@@ -199,8 +199,7 @@ def load_config(path: str) -> Settings:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
     table, origin = _steplint_table(path, data)
     root = os.path.dirname(os.path.abspath(path))
-    settings = settings_from_table(_extended(table, path, origin, (os.path.realpath(path),)), root, origin)
-    return settings if settings.target_version else replace(settings, target_version=requires_python(root))
+    return settings_from_table(_extended(table, path, origin, (os.path.realpath(path),)), root, origin)
 
 
 def _steplint_table(path: str, data: dict) -> Tuple[dict, str]:
@@ -366,17 +365,23 @@ class Resolver:
     def __init__(self, overrides: Overrides, config_file: Optional[str] = None, isolated: bool = False) -> None:
         self.overrides = overrides
         self.fixed = overrides.apply(load_config(config_file)) if config_file else None
+        self.isolated = isolated
         if isolated:  # `--isolated`: no configuration file at all, the defaults rooted here
             self.fixed = overrides.apply(Settings(root=os.getcwd()))
-        self._by_file: Dict[Optional[str], Settings] = {}
+        self._by_file: Dict[Tuple[Optional[str], Optional[str]], Settings] = {}
 
     def settings_for(self, path: str) -> Settings:
-        if self.fixed is not None:
-            return self.fixed
+        """The settings of the nearest configuration file (or `--config`'s, or the defaults), with the
+        Python of the path's own project where they name no `target-version`: sub-projects under one
+        configuration may require different Pythons. `--isolated` reads no pyproject.toml at all."""
         folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else os.path.abspath(path)
-        config = find_config(folder)
-        key = config or requires_python(folder)  # (without a configuration: the defaults, and the project's Python)
+        python = None if self.isolated else requires_python(folder)
+        config = None if self.fixed is not None else find_config(folder)
+        key = (config, python)
         if key not in self._by_file:
-            base = load_config(config) if config else Settings(root=os.getcwd(), target_version=requires_python(folder))
-            self._by_file[key] = self.overrides.apply(base)
+            if self.fixed is not None:
+                settings = self.fixed
+            else:
+                settings = self.overrides.apply(load_config(config) if config else Settings(root=os.getcwd()))
+            self._by_file[key] = settings if settings.target_version or not python else replace(settings, target_version=python)
         return self._by_file[key]

@@ -15,6 +15,8 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from pathspec import GitIgnoreSpec
 
+from steplint import interrupt
+
 # Folders that hold no code of the project's own: the default `exclude`.
 SKIPPED_DIRS = {
     ".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "build", "dist", ".tox", ".nox", ".eggs",
@@ -106,7 +108,8 @@ def write_text(path: str, file: TextFile, text: str) -> None:
         original = os.stat(target)
         if original.st_nlink == 1:
             where = "its folder"
-            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
+            with interrupt.deferred():  # (a Ctrl-C inside mkstemp would leave a file whose name the cleanup below never knew)
+                handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
             where = "the file"
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
@@ -136,7 +139,7 @@ def _same_owner(temporary: str, original: os.stat_result) -> bool:
 
 
 def _write_in_place(target: str, data: bytes) -> None:
-    with open(target, "r+b") as out:
+    with open(target, "r+b") as out, interrupt.deferred():
         out.write(data)
         out.truncate()
         out.flush()

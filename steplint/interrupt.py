@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 EXIT_STATUS = 130  # 128 + SIGINT, as shells report a run ended by Ctrl-C
 
@@ -39,6 +41,24 @@ def hold() -> None:
     left (printing, flushing, exiting) must finish; `received()` then makes the status 130."""
     global _holding
     _holding = True
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A block that Ctrl-C must not cut in two (a file written in place: its new bytes, then the
+    truncation of the old ones): a SIGINT that lands in it is recorded, and raised once it ends."""
+    global _holding
+    if _holding:  # (within hold(), or an outer deferred block: that one decides)
+        yield
+        return
+    before = _received
+    _holding = True
+    try:
+        yield
+    finally:
+        _holding = False
+    if _received and not before:
+        raise Interrupted()
 
 
 def _handle(signum, frame) -> None:

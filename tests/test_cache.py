@@ -150,7 +150,7 @@ def test_a_cache_deleted_while_running_is_made_again(tmp_path):
     assert (tmp_path / "cache" / ".gitignore").exists()
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("jobs", [(), ("-j", "1"), ("-j", "2"), ("-j", "4")], ids=["default", "1", "2", "4"])
 def test_fixing_one_copy_of_a_tree_leaves_the_report_of_the_other(tmp_path, jobs):
     """Research repos keep copies of their scripts (exp_a/, exp_b/). Enough files for the project
     index to summarise them in the pool, so that with two jobs the lints run there too: a warm run
@@ -160,11 +160,11 @@ def test_fixing_one_copy_of_a_tree_leaves_the_report_of_the_other(tmp_path, jobs
         (tmp_path / copy).mkdir()
         for number in range(20):
             (tmp_path / copy / f"train_{number}.py").write_text(FIXTURE.read_text())
-    before = steplint(tmp_path, "check", "exp_b", "-j", jobs, "--output-format", "json")
+    before = steplint(tmp_path, "check", "exp_b", *jobs, "--output-format", "json")
     assert before.returncode == 1 and len(json.loads(before.stdout)) == 20
-    fixed = steplint(tmp_path, "check", "exp_a", "--fix", "-j", jobs)
+    fixed = steplint(tmp_path, "check", "exp_a", "--fix", *jobs)
     assert fixed.returncode == 0 and "Fixed 20 errors" in fixed.stdout
-    after = steplint(tmp_path, "check", "exp_b", "-j", jobs, "--output-format", "json")
+    after = steplint(tmp_path, "check", "exp_b", *jobs, "--output-format", "json")
     assert (after.returncode, after.stdout) == (1, before.stdout)
-    again = steplint(tmp_path, "check", "exp_b", "-j", jobs, "--output-format", "json")
+    again = steplint(tmp_path, "check", "exp_b", *jobs, "--output-format", "json")
     assert (again.returncode, again.stdout) == (1, before.stdout)

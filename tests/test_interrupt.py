@@ -102,3 +102,30 @@ def test_ctrl_c_while_fixing_leaves_each_file_fixed_or_unchanged(tmp_path, tree)
         if text != original:
             ast.parse(text)
     assert not [p for p in copy.rglob("*") if p.name.startswith(".steplint-")]  # no temporary file left
+
+
+DEFERRED = """
+import os, signal, sys
+from steplint import interrupt
+interrupt.install()
+target = sys.argv[1]
+try:
+    with open(target, "r+b") as out, interrupt.deferred():
+        out.write(b"short\\n")
+        os.kill(os.getpid(), signal.SIGINT)  # lands between the new bytes and the truncation
+        print("went on", flush=True)
+        out.truncate()
+except interrupt.Interrupted:
+    print("interrupted after the block", flush=True)
+with open(target, "rb") as check:
+    print(check.read() == b"short\\n", flush=True)
+"""
+
+
+def test_a_ctrl_c_during_a_write_in_place_is_raised_once_the_file_is_whole(tmp_path):
+    """A file with hard links is fixed in place: new bytes, then the old tail cut off. A real SIGINT
+    landing between the two must wait, or the file keeps the old text's tail after the new one."""
+    target = tmp_path / "linked.py"
+    target.write_bytes(b"a much longer old text\n")
+    done = subprocess.run([sys.executable, "-c", DEFERRED, str(target)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["went on", "interrupted after the block", "True"], done.stdout + done.stderr

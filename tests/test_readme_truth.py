@@ -103,3 +103,83 @@ def test_steplint_toml_takes_the_keys_at_the_top_level(tmp_path):
     done = steplint("check", "--output-format", "json", ".", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert {(d["filename"].replace(os.sep, "/").split(str(tmp_path).replace(os.sep, "/") + "/")[-1], d["code"]) for d in json.loads(done.stdout)} == {("train.py", "SL101")}
+
+
+def test_each_commented_setting_of_the_sample_is_a_valid_setting_once_uncommented(tmp_path):
+    """The sample's `# key = value` lines are offered to be switched on: each one, switched on alone, is read."""
+    [sample, _] = blocks("### Configuration", "toml")
+    commented = [line for line in sample.splitlines() if re.match(r"# [a-z-]+ = ", line)]
+    assert {line.split()[1] for line in commented} >= {"recipe", "extend", "target-version"}
+    (tmp_path / "base.toml").write_text('ignore = ["SL105"]\n')  # what `extend = "../base.toml"` names
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(BUGGY)
+    for line in commented:
+        (project / "pyproject.toml").write_text(sample.replace(line, line[2:], 1))
+        done = steplint("check", "--show-settings", "train.py", cwd=project)
+        assert done.returncode == 0, (line, done.stderr)
+        key, value = line[2:].split("#")[0].split(" = ")
+        if key.strip() != "extend":  # (merged away: the base's keys show instead)
+            shown = value.strip().strip('"').replace("py3", "3.")
+            assert re.search(rf"^{key.strip()} = \"?{re.escape(shown)}\"?$", done.stdout, re.M), (line, done.stdout)
+
+
+def test_the_usage_block_names_options_and_formats_the_commands_take(tmp_path):
+    [usage] = re.findall(r"## Usage\n\n```\n(.*?)```", README, re.S)
+    helps = {command: steplint(command, "--help", cwd=tmp_path).stdout for command in ("check", "rule")}
+    for line in usage.splitlines():
+        command = "rule" if line.startswith("steplint rule") else "check"
+        for option in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", line.split("  #")[0]):
+            assert option in helps[command] or line.startswith("steplint --version"), (option, line)
+    listed = re.search(r"`steplint check --help` lists the options under ruff's headings \(([^)]*)\)", README).group(1)
+    headings = re.split(r",\s+", listed)
+    assert [h for h in headings if f"\n{h}:\n" not in helps["check"]] == [], headings
+    (tmp_path / "train.py").write_text(BUGGY)
+    formats = re.search(r"--output-format ([\w|-]+)", usage).group(1).split("|")
+    assert len(formats) == 12
+    for name in formats:
+        assert steplint("check", "--output-format", name, "train.py", cwd=tmp_path).returncode == 1, name
+    for line in usage.splitlines():
+        if line.startswith("steplint ") and not line.startswith("steplint check"):
+            words = line.split("  #")[0].split("[")[0].split()
+            done = steplint(*words[1:], cwd=tmp_path)
+            assert done.returncode == 0 and done.stdout, (line, done.stderr)
+
+
+def test_the_step_counters_snippet_prints_what_its_comments_show(tmp_path):
+    """The snippet in a real AMP loop (4 micro-batches per update), its `...` the loop's own step,
+    and wandb a stand-in that keeps what it is given."""
+    [snippet] = blocks("### Step counters in your logs", "python")
+    loop_step = (
+        "    scaler.scale(model(batch).pow(2).mean()).backward()\n"
+        "    if (step + 1) % 4 == 0:\n"
+        "        scaler.step(optimizer)\n"
+        "        scaler.update()\n"
+        "        optimizer.zero_grad()\n"
+        "        scheduler.step()\n"
+    )
+    assert "    ...  " in snippet
+    program = "\n".join([
+        "import torch",
+        "model = torch.nn.Linear(8, 1)",
+        "optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)",
+        "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)",
+        "scaler = torch.amp.GradScaler('cpu')",
+        "loader = [torch.randn(2, 8) for _ in range(401)]",
+        "class wandb:",
+        "    logged = []",
+        "    log = logged.append",
+        "",
+        re.sub(r"    \.\.\. .*\n", loop_step, snippet),
+        "import json; print(json.dumps(list(wandb.logged[-1])))",
+    ])
+    (tmp_path / "snippet.py").write_text(program)
+    done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.splitlines()
+    shown = re.search(r"print\(counters\)\s+# (.*)", snippet).group(1)
+    shape = re.sub(r"=[\d.]+", r"=[\\d.]+", shown)
+    assert len(printed) == 6 and all(re.fullmatch(shape, line) for line in printed[:-1]), (shape, printed)
+    assert printed[-2] == "batches=401 attempts=100 committed=100 skipped=0 scale=65536 lr=0.0003"
+    listed = re.findall(r"\w+", snippet[snippet.index("wandb.log(counters.as_dict())") + len("wandb.log(counters.as_dict())"):])
+    assert json.loads(printed[-1]) == listed

@@ -5,7 +5,9 @@ request whose params cannot be read."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import sys
 from typing import Tuple
 
 import pytest
@@ -122,3 +124,52 @@ async def test_a_document_nested_too_deep_to_analyse_is_not_analysed_and_the_use
     assert told.startswith(uri) and "nested more than" in told
     editor.change(uri, TRAINING)
     assert codes(await editor.diagnostics(uri)) == ["SL101"]
+
+
+@BOTH_WAYS
+async def test_a_file_name_that_is_not_utf8_is_checked_and_the_project_still_read(editor: Editor):
+    """A file whose name is not UTF-8 (its URI escapes the raw byte, %E9) is one more document: it
+    gets its diagnostics, and the other documents keep what the rest of the project tells them."""
+    from test_server import TRAIN_WITH_UTILS, UTILS
+
+    name = os.fsdecode(b"caf\xe9.py")
+    (editor.root / name).write_text(TRAINING)
+    (editor.root / "utils.py").write_text(UTILS)
+    (editor.root / "train.py").write_text(TRAIN_WITH_UTILS)
+    uri = editor.uri("") + "/caf%E9.py"
+    editor.texts[uri], editor.versions[uri] = TRAINING, 1
+    item = types.TextDocumentItem(uri=uri, language_id="python", version=1, text=TRAINING)
+    editor.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
+    (diagnostic,) = await editor.diagnostics(uri)
+    assert diagnostic.code == "SL101"
+    for related in diagnostic.related_information or []:  # the premises point at the file itself
+        assert related.location.uri == uri
+    train = editor.open("train.py", TRAIN_WITH_UTILS)
+    (saver,) = await editor.diagnostics(train)
+    assert saver.code == "SL302" and "utils.py:4" in saver.message
+    fix = next(a for a in await editor.actions(uri, [diagnostic]) if "Disable" not in a.title)
+    await editor.apply(uri, fix)
+    assert await editor.diagnostics(uri) == []
+
+
+NEWER = "type Pair[T] = tuple[T, T]\n\n\ndef first[T](pair: Pair[T]) -> T:\n    return pair[0]\n"  # PEP 695, Python 3.12
+RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's grammar itself")
+@pytest.mark.parametrize("client", ["visual-studio-code"], indirect=True)
+async def test_a_document_in_the_grammar_of_the_projects_newer_python_is_said_so_not_called_broken(editor: Editor):
+    pyproject = editor.root / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "demo"\nrequires-python = ">=3.12"\n')
+    uri = editor.open("generic.py", NEWER)
+    assert await editor.diagnostics(uri) == []
+    (told,) = [m.message for m in editor.client.log_messages if "not analysed" in m.message]
+    assert told.startswith(uri) and f"Python {RUNNING}, which runs steplint, cannot parse it" in told and "targets Python 3.12" in told
+    # The project now says it runs on 3.9: the same text is broken for it.
+    pyproject.write_text('[project]\nname = "demo"\nrequires-python = ">=3.9"\n')
+    editor.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(changes=[types.FileEvent(uri=pyproject.as_uri(), type=types.FileChangeType.Changed)])
+    )
+    editor.change(uri, NEWER)
+    (broken,) = await editor.diagnostics(uri)
+    assert broken.code == "SL001" and f"(checked with Python {RUNNING})" in broken.message

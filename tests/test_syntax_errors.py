@@ -145,3 +145,37 @@ def test_the_target_version_setting_is_checked(tmp_path):
     (tmp_path / "train.py").write_text(BUGGY)
     done = _check(tmp_path, ".")
     assert done.returncode == 2 and "target-version" in done.stderr
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's grammar itself")
+@pytest.mark.parametrize("configured", ["no configuration", "steplint.toml at the root", "--config"])
+def test_each_file_is_checked_against_its_own_projects_python(tmp_path, configured):
+    """Two sub-projects under one configuration: the new one's PEP 695 code is said to need its
+    Python, the old one's is a syntax error for the Python it declares."""
+    for project, required in (("new", ">=3.12"), ("old", ">=3.9")):
+        (tmp_path / project).mkdir()
+        (tmp_path / project / "pyproject.toml").write_text(f'[project]\nname = "{project}"\nrequires-python = "{required}"\n')
+        (tmp_path / project / "generic.py").write_text(NEWER)
+    arguments = ["."]
+    if configured != "no configuration":
+        (tmp_path / "steplint.toml").write_text('ignore = ["SL104"]\n')
+    if configured == "--config":
+        arguments = ["--config", "steplint.toml", "."]
+    done = _check(tmp_path, *arguments)
+    reported = [(d["filename"].replace(str(tmp_path), ""), d["code"]) for d in json.loads(done.stdout)]
+    assert reported == [("/old/generic.py", "SL001")], done.stdout
+    assert f"(checked with Python {RUNNING})" in json.loads(done.stdout)[0]["message"]
+    assert f"new/generic.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse it" in done.stderr
+    assert "old/generic.py: not analysed" not in done.stderr
+
+
+@pytest.mark.parametrize("setting, root_python, sub_python", [("", "3.9", "3.12"), ('target-version = "py313"\n', "3.13", "3.13")])
+def test_show_settings_gives_each_files_python(tmp_path, setting, root_python, sub_python):
+    """`target-version` is the configuration's, for every file under it; without it each file has its own project's."""
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "demo"\nrequires-python = ">=3.9"\n\n[tool.steplint]\n{setting}')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pyproject.toml").write_text('[project]\nname = "sub"\nrequires-python = "~=3.12"\n')
+    for path, python in (("train.py", root_python), ("sub/train.py", sub_python)):
+        (tmp_path / path).write_text(BUGGY)
+        done = subprocess.run([sys.executable, "-m", "steplint", "check", "--show-settings", path], capture_output=True, text=True, cwd=tmp_path)
+        assert f'\ntarget-version = "{python}"\n' in done.stdout, (path, done.stdout)

@@ -39,7 +39,7 @@ from pygls.uris import to_fs_path
 from steplint import __version__, cache
 from steplint.config import CONFIG_NAMES, ConfigError
 from steplint.diagnostic import Diagnostic
-from steplint.engine import MAX_ANALYSED_CHARS, SYNTAX_ERROR, analysis_bound, collect_garbage_rarely, fix_source, lint_source
+from steplint.engine import MAX_ANALYSED_CHARS, SYNTAX_ERROR, analysis_bound, collect_garbage_rarely, fix_source, lint_source, unanalysed_reason
 from steplint.rule import all_rules, rule_text
 from steplint.server.actions import FIX_ALL, NOTEBOOK_FIX_ALL, Change, diagnostic_actions, fix_all_action, other_cells, wanted, workspace_edit
 from steplint.server.convert import lsp_diagnostics, position, whole_text_edit
@@ -68,6 +68,7 @@ class Linted:
     project: Any = None  # the project context they were linted with
     by_cell: Optional[Dict[str, List[types.Diagnostic]]] = None  # a notebook's diagnostics, by cell URI
     notebook: Optional[OpenNotebook] = None  # the notebook's cells as linted
+    unanalysed: Optional[str] = None  # why the engine did not analyse the text (its grammar is newer than this Python's)
 
 
 class SteplintServer(LanguageServer):
@@ -216,10 +217,14 @@ class SteplintServer(LanguageServer):
         if unanalysed is not None:
             self.tell_not_analysed(document.uri, unanalysed)
             return Linted(key, [], False)
-        self.too_large.discard(document.uri)
         units = self.workspace.position_codec.client_num_units
         project = self.project_context(path) if to_fs_path(uri) else None
-        return await self.once("lint", uri, key, functools.partial(_lint, path, text, key, settings, self.editor, units, project))
+        linted = await self.once("lint", uri, key, functools.partial(_lint, document.uri, path, text, key, settings, self.editor, units, project))
+        if linted.unanalysed:
+            self.tell_not_analysed(document.uri, linted.unanalysed)
+        else:
+            self.too_large.discard(document.uri)
+        return linted
 
     def tell_not_analysed(self, uri: str, reason: str) -> None:
         """Once per document (until it can be analysed again): the command line's bound and words,
@@ -362,16 +367,18 @@ def _changed_modules(projects: Projects, path: str, text: Optional[str], open_te
         return {}
 
 
-def _lint(path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int], project: Callable[[], Any]) -> Linted:
+def _lint(uri: str, path: str, text: str, key, settings, editor: EditorSettings, units: Callable[[str], int], project: Callable[[], Any]) -> Linted:
     """Runs on the engine thread: diagnostics in LSP terms, with their fix and noqa edits."""
     started = time.perf_counter()
     try:
         context = _project_context(path, project)
         found = lint_source(path, text, settings, context)
+        unanalysed = unanalysed_reason(path)  # (taken, so that the engine keeps none)
         shown = found if editor.show_syntax_errors else [d for d in found if d.code != SYNTAX_ERROR]
         source = Source(path, text)
         fixable = any(d.fix is not None and d.fix.applies(editor.unsafe_fixes) for d in shown)
-        linted = Linted(key, lsp_diagnostics(source, shown, comments(source), key[0], editor.severity, units), fixable, found, context)
+        linted = Linted(key, lsp_diagnostics(source, shown, comments(source), key[0], editor.severity, units, uri), fixable, found, context,
+                        unanalysed=unanalysed)
         log.debug("linted %s version %s: %d diagnostics in %.0f ms", path, key[0], len(found), 1000 * (time.perf_counter() - started))
         return linted
     except Exception:

@@ -69,7 +69,8 @@ def noqa_edits(source: Source, found: Comments, diagnostic: Diagnostic, units: U
     return [text_edit(source, e, units) for e in edits] or None
 
 
-def lsp_diagnostic(source: Source, diagnostic: Diagnostic, found: Comments, version: Optional[int], severity: str, units: Units) -> types.Diagnostic:
+def lsp_diagnostic(source: Source, diagnostic: Diagnostic, found: Comments, version: Optional[int], severity: str, units: Units,
+                   uri: Optional[str] = None) -> types.Diagnostic:
     fix = diagnostic.fix
     data = {
         "version": version,
@@ -89,17 +90,19 @@ def lsp_diagnostic(source: Source, diagnostic: Diagnostic, found: Comments, vers
         code_description=types.CodeDescription(href=diagnostic.url) if diagnostic.url else None,
         source=SOURCE_NAME,
         tags=[types.DiagnosticTag.Unnecessary] if diagnostic.code == UNUSED_NOQA else None,
-        related_information=related_information(source, diagnostic, units),
+        related_information=related_information(source, diagnostic, units, uri),
         data=data,
     )
 
 
-def related_information(source: Source, diagnostic: Diagnostic, units: Units) -> Optional[List[types.DiagnosticRelatedInformation]]:
+def related_information(source: Source, diagnostic: Diagnostic, units: Units, uri: Optional[str] = None) -> Optional[List[types.DiagnosticRelatedInformation]]:
     """The diagnostic's premises (`check --show-evidence`), each at the place it was established, in
-    the document's file; none for a document that is not a file (its path is made up)."""
+    the document's file (`uri`: the document's, as the editor spelled it; a URI made from a path
+    names another file when the name is not UTF-8); none for a document that is not a file (its path
+    is made up)."""
     if not diagnostic.evidence or not os.path.isabs(source.path):
         return None
-    uri = from_fs_path(source.path)
+    uri = uri or from_fs_path(source.path)
     found = []
     for claim, row, column in diagnostic.evidence:
         at = types.Position(**position(source, source.offset(row, column - 1), units))
@@ -107,5 +110,6 @@ def related_information(source: Source, diagnostic: Diagnostic, units: Units) ->
     return found
 
 
-def lsp_diagnostics(source: Source, diagnostics: Iterable[Diagnostic], found: Comments, version: Optional[int], severity: str, units: Units) -> List[types.Diagnostic]:
-    return [lsp_diagnostic(source, d, found, version, severity, units) for d in diagnostics]
+def lsp_diagnostics(source: Source, diagnostics: Iterable[Diagnostic], found: Comments, version: Optional[int], severity: str, units: Units,
+                    uri: Optional[str] = None) -> List[types.Diagnostic]:
+    return [lsp_diagnostic(source, d, found, version, severity, units, uri) for d in diagnostics]

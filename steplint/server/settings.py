@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from steplint.config import ConfigError, Overrides, Resolver, Settings, expand, find_config, load_config
+from steplint.config import ConfigError, Overrides, Resolver, Settings, expand, find_config, load_config, requires_python
 from steplint.server.convert import SEVERITIES
 
 LOG_LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "warning": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
@@ -108,6 +108,7 @@ class DocumentSettings:
         self.errors: List[str] = []
         load_config.cache_clear()  # the files may have changed since the last generation
         find_config.cache_clear()
+        requires_python.cache_clear()
         self.root = workspace_root or os.getcwd()
         self.overrides = Overrides(editor.select, editor.ignore, editor.extend_select)  # checked by editor_settings
         self.resolver: Optional[Resolver] = None
