@@ -148,11 +148,10 @@ def _with_fix(model, increment, update, feeds, name, message):
         applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
         fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
         message += gate_advice(model, update) if fix is None else ""
-    elif through is None:
-        message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
-    elif elsewhere:
-        lines = ("lines " if len(elsewhere) > 1 else "line ") + ", ".join(map(str, elsewhere))
-        message += f" (no fix: the cadence checks on {lines} read it too, and would fire again after each skipped update; gate them with it)"
+    elif through is None or elsewhere:
+        readers = elsewhere or ungated_cadences(model, increment, 0)
+        where = f"on {'lines' if len(readers) > 1 else 'line'} {', '.join(map(str, readers))} " if readers else ""
+        message += f" (no fix: the cadence checks {where}read it away from the increment, and would fire again after each skipped update; gate them with it)"
     return Finding(increment.node, message, fix)
 
 

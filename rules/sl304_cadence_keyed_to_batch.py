@@ -41,7 +41,8 @@ on a batch index the code shows to be the data position by design (the loop resu
 consumers then agree on batches.
 
 ## Fix safety
-No fix: which counter the cadence meant, and where in the window it belongs, is the author's call.
+No fix: which counter the cadence meant, and where in the window it belongs, is the author's call;
+the message says so, and what to test instead (an update counter, in the window block).
 """
 
 from steplint.model import CHECKPOINT_SAVE, EVALUATION, LOG
@@ -50,6 +51,7 @@ from steplint.model.windows import cadence_reads, window_indices
 from steplint.rule import Finding, rule
 
 _WHAT = {EVALUATION: "evaluation", CHECKPOINT_SAVE: "the checkpoint", LOG: "logging"}
+_NO_FIX = " (no fix: which update count the cadence meant is the author's call; test an update counter in the window block)"
 
 
 @rule("SL304", "cadence-keyed-to-batch", "Evaluation, logging or checkpoint cadence counts batches under accumulation")
@@ -79,4 +81,4 @@ def check(model):
             else:
                 continue
             reported.add(id(guard.test))
-            yield Finding(guard.test, message)
+            yield Finding(guard.test, message + _NO_FIX)
