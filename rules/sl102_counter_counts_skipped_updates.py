@@ -65,7 +65,8 @@ of the module (the caller's `trainer.num_updates`, a callback's), moves under th
 there is no fix and the message names their lines (else each would fire again after a skipped
 update, at 0 too).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

@@ -38,7 +38,8 @@ Consistency: every value feeding the save from the batch index changes with it (
 in the same window), or there is no fix and the message names it; `i + 1` (batches done) becomes the
 counter itself once the counter counted this update, never `counter + 1` (proven at run time).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
