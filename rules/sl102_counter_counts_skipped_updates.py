@@ -26,6 +26,10 @@ if committed:
 lr_scheduler.step_update(num_updates=num_updates)
 ```
 
+A helper nested in the training function that advances the counter once per call (`nonlocal
+global_step`, then `global_step += 1` outside any loop or condition) is that counter's increment
+where it is called: the report points at the call, and the fix gates the call.
+
 It reports a unit conflict, not a shape. A counter the code shows to count the data (batches or
 samples) by design (set to `(epoch - 1) * len(loader)` on resume, advanced by the batches a resumed
 run skips, multiplied by a batch size, advanced at the start of each batch before the update is
@@ -60,6 +64,8 @@ call; a toolkit's wrapper with a `step` of its own gets no fix, and the message 
 (the `committed` flag exists on the fp32 branch too: `committed = True` before the branch);
 committed-path equivalence (checked on the fixed tree: with the gate true, the fixed module is the
 original one, statement for statement).
+A nested helper's call is gated whole, everything else it does included (proven at run time: the
+LR it sets then follows the committed updates, and fp32 runs are unchanged).
 Consistency: every cadence check (`n % k == 0`, `n == k`) that reads the counter, in any function
 of the module (the caller's `trainer.num_updates`, a callback's), moves under the gate with it, or
 there is no fix and the message names their lines (else each would fire again after a skipped

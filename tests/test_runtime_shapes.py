@@ -178,6 +178,30 @@ def test_overflow_error_handler_flags_the_counter(tmp_path):
     assert updates == COMMITTED and used == RECIPE
 
 
+def _nested_counter(module, amp):
+    model = _model(amp)
+    optimizer = torch.optim.SGD(model.parameters(), lr=BASE_LR)
+    used = _recorded(optimizer)
+    step = module.train(model, optimizer, torch.amp.GradScaler("cpu", enabled=amp), _batches(BATCHES))
+    return step, used, _parameters(model)
+
+
+@pytest.mark.runtime
+def test_counter_advanced_by_a_nested_helper(tmp_path):
+    """`nonlocal global_step; global_step += 1` in a helper nested in the training function, which
+    sets the LR too (SL102 safe): the call of the helper goes under the gate."""
+    fixed_path = fixed_copy(tmp_path, "nested_counter_loop.py", unsafe=False)
+    assert "        if committed:\n            advance()\n" in fixed_path.read_text()
+    original, fixed = load(LOOPS / "nested_counter_loop.py"), load(fixed_path)
+    before, after = _nested_counter(original, False), _nested_counter(fixed, False)
+    assert before[:2] == after[:2] and _same(before[2], after[2])
+    step, used, _ = _nested_counter(original, True)
+    assert step == BATCHES and used != pytest.approx([BASE_LR] + [BASE_LR * warmup(k + 1) for k in range(COMMITTED - 1)])
+    step, used, _ = _nested_counter(fixed, True)
+    # the first update runs at the optimizer's LR; each later one at the warmup value of the updates before it
+    assert step == COMMITTED and used == pytest.approx([BASE_LR] + [BASE_LR * warmup(k + 1) for k in range(COMMITTED - 1)])
+
+
 # -- shapes whose fix cannot be proven safe: none offered, the message says why ----------------------
 
 
