@@ -24,8 +24,8 @@ last line is the number of violations (0 is the goal).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -46,7 +46,6 @@ from steplint.source import Source, parse_python  # noqa: E402
 
 DEFAULT_TREES = [Path("/work/corpus/trees-base"), Path("/work/corpus-trees")]
 DEFAULT_DUMP = Path("/work/corpus/baseline-72b1856.json")
-_SHIFTED = re.compile(r"\(\s*(\w+)\s*\+\s*1\s*\)\s*%\s*([\w.]+)")
 
 
 def trees(roots, repos):
@@ -70,12 +69,35 @@ def role_violations(path, text):
 
 
 def window_violations(before, after):
-    """Window tests the fix shifted, whose index is still read unshifted, `index % length`, in the fixed text."""
-    found = []
-    for index, length in set(_SHIFTED.findall(after)) - set(_SHIFTED.findall(before)):
-        if re.search(rf"\b{index}\s*%\s*{re.escape(length)}\b", after):  # (`(i + 1) % n` does not match)
-            found.append(f"`{index} % {length}` left unshifted beside `({index} + 1) % {length}`")
-    return found
+    """Window tests the fix shifted, whose index is still read unshifted, `index % length`, in the
+    fixed code (its docstrings and comments, which may quote the old test, are not read)."""
+    shifted_before, _ = _window_tests(before)
+    shifted_after, unshifted_after = _window_tests(after)
+    return [
+        f"`{index} % {length}` left unshifted beside `({index} + 1) % {length}`"
+        for index, length in sorted((shifted_after - shifted_before) & unshifted_after)
+    ]
+
+
+def _window_tests(text):
+    """(index, length) of each `(index + 1) % length` and of each `index % length` in the code."""
+    shifted, unshifted = set(), set()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return shifted, unshifted
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)):
+            continue
+        left, length = node.left, ast.unparse(node.right)
+        if isinstance(left, ast.Name):
+            unshifted.add((left.id, length))
+        elif (
+            isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and isinstance(left.left, ast.Name)
+            and isinstance(left.right, ast.Constant) and left.right.value == 1
+        ):
+            shifted.add((left.left.id, length))
+    return shifted, unshifted
 
 
 def agreement_violations(text, diagnostics, fixed_text):
@@ -129,7 +151,7 @@ def check_tree(tree, limit, out, only=None):
         found = []
         withheld = sum(1 for d in diagnostics if "(no fix:" in d.message)
         if withheld:
-            print(f"  {Path(path).relative_to(tree)}: {withheld} fix(es) withheld by a precondition", file=out)
+            print(f"  {Path(path).relative_to(tree)}: {withheld} finding(s) without a fix, the message saying why", file=out)
         for d in diagnostics:
             if d.fix is None:
                 continue

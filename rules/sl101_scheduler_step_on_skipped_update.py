@@ -74,7 +74,8 @@ call; a toolkit's wrapper with a `step` of its own gets no fix, and the message 
 committed-path equivalence (checked on the fixed tree: with the gate true, the fixed module is the
 original one, statement for statement).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

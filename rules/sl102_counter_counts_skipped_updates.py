@@ -26,6 +26,10 @@ if committed:
 lr_scheduler.step_update(num_updates=num_updates)
 ```
 
+A helper nested in the training function that advances the counter once per call (`nonlocal
+global_step`, then `global_step += 1` outside any loop or condition) is that counter's increment
+where it is called: the report points at the call, and the fix gates the call.
+
 It reports a unit conflict, not a shape. A counter the code shows to count the data (batches or
 samples) by design (set to `(epoch - 1) * len(loader)` on resume, advanced by the batches a resumed
 run skips, multiplied by a batch size, advanced at the start of each batch before the update is
@@ -60,12 +64,15 @@ call; a toolkit's wrapper with a `step` of its own gets no fix, and the message 
 (the `committed` flag exists on the fp32 branch too: `committed = True` before the branch);
 committed-path equivalence (checked on the fixed tree: with the gate true, the fixed module is the
 original one, statement for statement).
+A nested helper's call is gated whole, everything else it does included (proven at run time: the
+LR it sets then follows the committed updates, and fp32 runs are unchanged).
 Consistency: every cadence check (`n % k == 0`, `n == k`) that reads the counter, in any function
 of the module (the caller's `trainer.num_updates`, a callback's), moves under the gate with it, or
 there is no fix and the message names their lines (else each would fire again after a skipped
 update, at 0 too).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References
@@ -148,11 +155,10 @@ def _with_fix(model, increment, update, feeds, name, message):
         applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
         fix = gate_fix(model, update, increment, f"Advance `{name}` only when the update committed", applicability, model.settings.fix_gate, through)
         message += gate_advice(model, update) if fix is None else ""
-    elif through is None:
-        message += " (and gate the cadence checks that read it, or they fire again after a skipped update)"
-    elif elsewhere:
-        lines = ("lines " if len(elsewhere) > 1 else "line ") + ", ".join(map(str, elsewhere))
-        message += f" (no fix: the cadence checks on {lines} read it too, and would fire again after each skipped update; gate them with it)"
+    elif through is None or elsewhere:
+        readers = elsewhere or ungated_cadences(model, increment, 0)
+        where = f"on {'lines' if len(readers) > 1 else 'line'} {', '.join(map(str, readers))} " if readers else ""
+        message += f" (no fix: the cadence checks {where}read it away from the increment, and would fire again after each skipped update; gate them with it)"
     return Finding(increment.node, message, fix)
 
 

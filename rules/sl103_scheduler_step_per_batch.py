@@ -37,7 +37,8 @@ accelerate (they step once per window inside `accelerator.accumulate`), and Deep
 The fix moves the statement to the end of the window block. Safe for a scheduler. For a counter it
 is unsafe when the counter also ends the run or names checkpoints: those then count windows.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

@@ -40,7 +40,8 @@ Safe: the fix moves the scheduler call just after the statement that holds the u
 indentation, so it still runs as often as before; with the scheduler's first LR set at
 construction, update k then uses the schedule's value k (proven by a runtime test).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

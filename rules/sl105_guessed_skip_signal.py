@@ -50,9 +50,10 @@ signal to read (a check before the update, a timm-style loss scaler). Proven at 
 shape the fix produces (tests/test_runtime_scaler.py).
 Preconditions: role (`committed_step` only on a torch GradScaler: built by its qualified
 constructor, annotated so, or shown with `scale`, `step` and `update` and never built from another
-call; a toolkit's wrapper with a `step` of its own gets no fix, and the message says so)).
+call; a toolkit's wrapper with a `step` of its own gets no fix, and the message says so).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

@@ -43,7 +43,8 @@ Safe for a post-hook on an optimizer stepped through one scaler: the hook then r
 committed updates. No fix for wrappers of `optimizer.step` (they can do anything) or for accelerate,
 which runs the scaler itself.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

@@ -38,7 +38,8 @@ exactly the number of windows per epoch; a runtime test shows the fixed one-cycl
 ends on its last step, with its final learning rate. Where a warmup length is in batches too, it is
 left for you to change.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

@@ -40,7 +40,8 @@ picks the micro-batch whose backward all-reduces) is shifted with the window tes
 gradients are reduced on the micro-batch the optimizer steps on (proven on two gloo ranks); when
 one already reads `step + 1`, there is no fix.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

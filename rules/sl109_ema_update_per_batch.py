@@ -39,7 +39,8 @@ The fix moves the EMA update to the end of the window block. Safe: a runtime tes
 then counts updates (`n_averaged` equals the number of windows) and equals the EMA of the weights
 after each update.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

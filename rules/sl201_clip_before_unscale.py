@@ -32,7 +32,8 @@ Safe: `scaler.unscale_(optimizer)` is inserted before the clip; `scaler.step` th
 again. Where the code already calls `unscale_` after the clip, that call is moved up instead (a
 second call raises `unscale_() has already been called`); both shapes are proven by a runtime test.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

@@ -35,7 +35,8 @@ between them would unscale the second optimizer's gradients by a scale they were
 Proven at run time on both shapes (tests/test_runtime_scaler.py). When an `update()` exists but some path skips it (an early `continue`), there is no
 fix: where the update belongs depends on what that path means. The same holds after `unscale_`.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

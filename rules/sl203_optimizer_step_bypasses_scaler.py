@@ -32,7 +32,8 @@ only where the step runs only with the scaled backward (a scaler that may be dis
 the step's path gets no fix). Proven at run time, after a plain scaled backward and after
 `unscale_` and a clip (tests/test_runtime_scaler.py).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

@@ -33,7 +33,8 @@ update right after the block and after other statements: one update per window, 
 gradient equal to the fp32 sum, tests/test_runtime_scaler.py). No fix for a per-batch
 `scaler.step`, whose place depends on how the window was meant.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

@@ -36,7 +36,8 @@ its first clip or `scaler.step`. Safe: a runtime test shows the loop then runs, 
 plain fp32 accumulation does. No fix when other clipping follows elsewhere in the micro-batch, or a
 clip's result is read outside the window.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 
 ## References

@@ -31,12 +31,15 @@ for an accelerate or DeepSpeed step without accumulation, whose recipe counts at
 
 ## Fix safety
 Unsafe, where one update counter advances in the window block: the fix names the checkpoint after
-it, which changes the checkpoint's file name or stored step.
+it, which changes the checkpoint's file name or stored step. No fix, and the message says what to
+change, when no update counter advances in the window block, when several do, or when the save runs
+outside the window block (proven at run time: the file comes out of `--fix` as it went in).
 Consistency: every value feeding the save from the batch index changes with it (a `path` set from `i`
 in the same window), or there is no fix and the message names it; `i + 1` (batches done) becomes the
 counter itself once the counter counted this update, never `counter + 1` (proven at run time).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
@@ -89,9 +92,14 @@ def _use_counter(model, save, update, mentions, batches):
     (batches done) becomes the counter once it counted this update, and a local the save reads
     (`path = f"ckpt-{i}.pt"`) set in the same window from the batch index changes with it.
     Returns (fix, advice): the advice says what blocks the fix when there is none."""
-    counters = [k for k in model.counters.windowed(update) if k]
-    if len(counters) != 1 or not model.windows.same_window(update.site, save.site):
-        return None, ""
+    counters = sorted(k for k in model.counters.windowed(update) if k)
+    if not counters:
+        return None, " (no fix: no update counter advances in the window block to key it to; count the updates there and key it to that count)"
+    if len(counters) > 1:
+        names = ", ".join(f"`{k.split(':', 1)[1]}`" for k in counters)
+        return None, f" (no fix: {names} all advance in the window block; which one names it is the author's call)"
+    if not model.windows.same_window(update.site, save.site):
+        return None, f" (no fix: the save runs outside the window block, where `{counters[0].split(':', 1)[1]}` may not have counted this update yet)"
     key = counters[0]
     text = key.split(":", 1)[1]
     increments = [e for e in model.of_kind(COUNTER_INCREMENT) if model.roles.key(e.subject, e.site.scope) == key]

@@ -39,7 +39,8 @@ these files elsewhere may expect the old keys only. An object that is `None` in 
 built only with AMP, an optional scheduler) is stored as
 `scaler.state_dict() if scaler is not None else None`.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

@@ -37,7 +37,8 @@ loop around it, or in another method than `__init__`); otherwise no fix, and the
 Agreement: the fix appears once the checkpoint stores the state (SL302's unsafe fix, or your own):
 the next `--fix` applies it, never the run whose report showed no fix.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

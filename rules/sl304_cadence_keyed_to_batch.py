@@ -41,7 +41,9 @@ on a batch index the code shows to be the data position by design (the loop resu
 consumers then agree on batches.
 
 ## Fix safety
-No fix: which counter the cadence meant, and where in the window it belongs, is the author's call.
+No fix: which counter the cadence meant, and where in the window it belongs, is the author's call;
+the message says so, and what to test instead (an update counter, in the window block; a window
+counter, in the window block after the update).
 """
 
 from steplint.model import CHECKPOINT_SAVE, EVALUATION, LOG
@@ -50,6 +52,8 @@ from steplint.model.windows import cadence_reads, window_indices
 from steplint.rule import Finding, rule
 
 _WHAT = {EVALUATION: "evaluation", CHECKPOINT_SAVE: "the checkpoint", LOG: "logging"}
+_NO_FIX_BATCHES = " (no fix: which update count the cadence meant is the author's call; test an update counter in the window block)"
+_NO_FIX_REPEATS = " (no fix: where in the window the cadence belongs is the author's call; test it in the window block, after the update)"
 
 
 @rule("SL304", "cadence-keyed-to-batch", "Evaluation, logging or checkpoint cadence counts batches under accumulation")
@@ -73,9 +77,9 @@ def check(model):
                 continue  # a data position by design: the cadence follows it, in batches, as its consumers do
             if event.kind != LOG and read_batches:
                 # (logging every N micro-batches is a choice of granularity, not a wrong unit)
-                message = f"{test} counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window"
+                message = f"{test} counts batches, but updates come once per window: {_WHAT[event.kind]} runs on micro-batches, mid-window{_NO_FIX_BATCHES}"
             elif any(model.mentions(r, scope, k) for r in reads for k in windows):
-                message = f"{test} is tested every batch, but its counter advances once per window: {_WHAT[event.kind]} repeats for every micro-batch of the window"
+                message = f"{test} is tested every batch, but its counter advances once per window: {_WHAT[event.kind]} repeats for every micro-batch of the window{_NO_FIX_REPEATS}"
             else:
                 continue
             reported.add(id(guard.test))

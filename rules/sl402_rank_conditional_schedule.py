@@ -41,7 +41,8 @@ gloo ranks in DDP, for each of these shapes: the ranks then use the same LR and 
 feeds a waiting save: every rank then enters the save's cadence, and whatever in it is not itself
 limited to one rank runs on all of them.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
-diagnostic says why, when a name it inserts a read of may be unbound there; and a later round of
+diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
+when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 

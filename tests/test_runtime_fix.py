@@ -79,17 +79,25 @@ def load(path: Path):
 
 def fixed_copy(tmp_path: Path, name: str, unsafe: bool = True, complete: bool = True, runs: int = 1) -> Path:
     """A copy of a loop after `steplint check --fix` (and `--unsafe-fixes` unless `unsafe` is False),
-    run `runs` times (a fix that the first report could not show comes with the next run).
-    `complete`: the fixes change the file and leave no diagnostic (else that is the test's to say)."""
+    run `runs` times (a fix that the first report could not show comes with the next run); one more
+    run must change nothing. `complete`: the fixes change the file and leave no diagnostic (else that
+    is the test's to say)."""
     target = tmp_path / name
     shutil.copy(LOOPS / name, target)
-    for _ in range(runs):
-        done = subprocess.run(
+
+    def check_fix():
+        return subprocess.run(
             [sys.executable, "-m", "steplint", "check", "--fix", *(["--unsafe-fixes"] if unsafe else []), str(target)], capture_output=True, text=True
         )
+
+    for _ in range(runs):
+        done = check_fix()
     assert done.returncode in ((0,) if complete else (0, 1)), done.stdout + done.stderr
     if complete:
         assert target.read_text() != (LOOPS / name).read_text()
+    fixed = target.read_text()
+    check_fix()
+    assert target.read_text() == fixed, "a second --fix changed the file"
     return target
 
 

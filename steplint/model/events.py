@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import libcst as cst
 
@@ -104,6 +104,7 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
             if isinstance(sub, cst.Attribute) and sub.attr.value == "optimizer_step_was_skipped" and roles.is_(sub.value, site.scope, ACCELERATOR):
                 events.append(Event(SKIP_FLAG_READ, sub, site, subject=sub.value))
     events.extend(_updating_calls(structure, roles, events))
+    events.extend(_closure_increments(structure, roles, events))
     # The helper steplint adds is correct by construction: its inside is not training code to check.
     events = [e for e in events if not (e.site.scope.name in helper_names and e.site.scope.class_name is None)]
     events.sort(key=lambda e: e.order)
@@ -137,6 +138,25 @@ def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event])
                     added = True
         if not added:
             break
+    return found
+
+
+def _closure_increments(structure: Structure, roles: RoleTable, events: List[Event]) -> List[Event]:
+    """Calls of a nested function that advances its caller's counter once per call (`nonlocal step`,
+    then `step += 1` outside any loop, condition or early exit): at the call statement, they are
+    that counter's increment, with the counter as it is named in the caller."""
+    advancing: Dict[int, List[Event]] = {}
+    for e in events:
+        if e.kind == COUNTER_INCREMENT and isinstance(e.subject, cst.Name) and e.subject.value in e.site.scope.nonlocal_names:
+            advancing.setdefault(id(e.site.scope), []).append(e)
+    found: List[Event] = []
+    for node, site in structure.statements:
+        if not (isinstance(node, cst.Expr) and isinstance(node.value, cst.Call)):
+            continue
+        callee = roles.callee(node.value.func, site.scope)
+        increments = advancing.get(id(callee), []) if callee is not None else []
+        if len(increments) == 1 and not increments[0].site.loops and not increments[0].site.guards and callee.parent is not None:
+            found.append(Event(COUNTER_INCREMENT, node, site, subject=increments[0].subject))
     return found
 
 

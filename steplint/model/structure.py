@@ -29,6 +29,7 @@ class Scope:
     local_names: set = field(default_factory=set)
     parent: Optional["Scope"] = None  # the enclosing function of a nested function
     global_names: set = field(default_factory=set)  # names the function declares `global`: the module's, not its own
+    nonlocal_names: set = field(default_factory=set)  # names it declares `nonlocal`: an enclosing function's
 
     def owner_of(self, name: str) -> Optional["Scope"]:
         """The function scope that binds `name`, this one or an enclosing one; None: a global."""
@@ -269,6 +270,9 @@ def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
     if isinstance(node, cst.Global) and scope.name != "<module>":
         scope.global_names.update(n.name.value for n in node.names)
         scope.local_names.difference_update(scope.global_names)
+    elif isinstance(node, cst.Nonlocal):
+        scope.nonlocal_names.update(n.name.value for n in node.names)
+        scope.local_names.difference_update(scope.nonlocal_names)
     elif isinstance(node, (cst.Assign,)):
         for target in node.targets:
             _bind_target(target.target, scope)
@@ -278,7 +282,7 @@ def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
 
 def _bind_target(target: cst.BaseExpression, scope: Scope) -> None:
     if isinstance(target, cst.Name):
-        if target.value not in scope.global_names:
+        if target.value not in scope.global_names and target.value not in scope.nonlocal_names:
             scope.local_names.add(target.value)
     elif isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:

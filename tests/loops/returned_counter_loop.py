@@ -1,0 +1,22 @@
+"""A counter passed into the epoch function and returned, that names the checkpoints."""
+import torch
+
+
+def train_one_epoch(model, optimizer, scheduler, scaler, batches, global_step, save_every, out_dir):
+    for x in batches:
+        scaler.scale(model(x).pow(2).mean()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        scheduler.step()
+        global_step += 1
+        if global_step % save_every == 0:
+            torch.save(model.state_dict(), f"{out_dir}/step-{global_step}.pt")
+    return global_step
+
+
+def train(model, optimizer, scheduler, scaler, epochs, save_every, out_dir):
+    global_step = 0
+    for batches in epochs:
+        global_step = train_one_epoch(model, optimizer, scheduler, scaler, batches, global_step, save_every, out_dir)
+    return global_step
