@@ -119,7 +119,7 @@ def _feeds_in_updates(model, increment, unit):
     others = [c for c in model.units.consumers_of(increment) if c.label in feeds]
     for label in list(feeds):
         mine = [c for c in others if c.label == label]
-        if mine and all(model.units.counts_in_other_units(increment, c) for c in mine):
+        if mine and all(model.units.counts_in_other_units(increment, c, unit) for c in mine):
             feeds.discard(label)
     return feeds
 

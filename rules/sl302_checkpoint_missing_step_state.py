@@ -33,6 +33,13 @@ torch.save(
 Silent when the contents cannot be seen (a helper builds them), for `accelerator.save_state` (it
 saves every registered object), and when the LR is computed from a counter that is saved.
 
+An Accelerator built with `mixed_precision="fp16"` holds a GradScaler the script never names: a
+checkpoint written by hand with `torch.save` (not `accelerator.save_state`) must store
+`accelerator.scaler.state_dict()` as well. That is reported without a fix (the scaler is `None` where
+the Accelerator runs without CUDA), and only when the code shows the precision: an
+`Accelerator(**kwargs)` or `mixed_precision=args.precision` is not assumed to hold one. A counter the
+code sets back to 0 at each pass over the data (the index of a batch in its epoch) is no step state.
+
 ## Fix safety
 Unsafe: the fix adds the missing entries, which changes the checkpoint's format; code that reads
 these files elsewhere may expect the old keys only. An object that is `None` in some runs (a scaler
@@ -67,7 +74,7 @@ def check(model):
             continue
         reported.add(identity)
         names = [key.split(":", 1)[1] for _, key in missing]
-        listed = ", ".join(f"`{n}`" for n in names)
+        listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""
         message = f"Checkpoint{through} stores the optimizer but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
         yield Finding(save.node, message, _add_entries(model, checkpoint, missing))
@@ -95,8 +102,8 @@ def _entry(model, kind, key):
 
 def _add_entries(model, checkpoint, missing):
     entries = [_entry(model, kind, key) for kind, key in missing]
-    if any(name in checkpoint.entries for name, _ in entries):
-        return None
+    if any(name in checkpoint.entries for name, _ in entries) or any(key in model.state.held_scalers for _, key in missing):
+        return None  # (an Accelerator's scaler may be None where it runs: no fix of ours has run against one)
     title = "Add " + ", ".join(f'"{n}"' for n, _ in entries) + " to the checkpoint"
     newline = model.source.newline
     if checkpoint.name is not None:

@@ -209,6 +209,68 @@ class Counters:
                     found.add(key)
         return found
 
+    @cached_property
+    def reset_each_pass(self) -> Set[str]:
+        """Counters the code sets back to a literal before each pass over the data, in the function
+        that advances them: in an outer loop around the loop that advances them (`for epoch ...: n = 0`,
+        then `for batch in loader: n += 1`), or first in a function that makes one pass over data it is
+        handed (`def train_one_epoch(self, loader): self.local_step = 0`, then `for data in loader:`),
+        with nothing else setting it there, and that this module calls only from inside loops (once
+        per epoch). Other functions may advance the same counter if they reset it the same way (an
+        evaluation pass run once by hand). They index a batch in its epoch: a value a resume restored
+        would be overwritten when the next pass starts, so they are no step state to store."""
+        by_key: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key:
+                by_key[key].append(increment)
+        found = set()
+        for key, increments in by_key.items():
+            passes = [self._reset_before_its_pass(i) for i in increments]
+            if all(passes) and any(p == "epoch" for p in passes):
+                found.add(key)
+        return found
+
+    def _reset_before_its_pass(self, increment: Event) -> Optional[str]:
+        """"epoch" when the counter is set back before each pass of an outer loop; "pass" when it is set
+        back first in a function that makes one pass over data it is handed but whose calls are not
+        all in loops (an evaluation run once by hand); else None."""
+        loop, scope = increment.site.loop, increment.site.scope
+        key = self.model.roles.key(increment.subject, scope)
+        if not isinstance(loop, cst.For) or key is None:
+            return None
+        if self._reset_outside(key, loop, scope):
+            return "epoch"
+        if len(increment.site.loops) != 1:
+            return None
+        params = {self.model.roles.key(p.name, scope) for p in scope.params}
+        if params.isdisjoint(self.model.keys_in(loop.iter, scope)):
+            return None  # not a pass over data the caller hands in
+        writes = [
+            (node, site) for node, site in self.model.statements_of(scope)
+            if isinstance(node, (cst.Assign, cst.AnnAssign)) and any(self.model.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute)))
+        ]
+        resets = [site for node, site in writes if isinstance(node.value, cst.Integer) and not site.loops and not site.guards and site.order < increment.order]
+        increments = {id(e.node) for e in self.model.of_kind(COUNTER_INCREMENT)}  # `n = n + 1` is one too
+        if not resets or not all(isinstance(node.value, cst.Integer) or id(node) in increments for node, _ in writes):
+            return None
+        return "epoch" if self._called_in_loops(scope) else "pass"
+
+    def _called_in_loops(self, scope: Scope) -> bool:
+        """The function is called in this module, and only from inside loops (`for epoch ...:
+        self.train_one_epoch(loader)`): each call is one pass of an outer loop."""
+        if scope.parent is not None or scope.name == "<module>":
+            return False
+        method, name = scope.class_name is not None, scope.name.rsplit(".", 1)[-1]
+        sites = []
+        for call, site in self.model.structure.calls:
+            func = call.func
+            if method and isinstance(func, cst.Attribute) and func.attr.value == name and site.scope.self_name is not None and dotted(func.value) == site.scope.self_name and site.scope.class_name == scope.class_name:
+                sites.append(site)
+            elif not method and isinstance(func, cst.Name) and func.value == name and site.scope.owner_of(name) is None:
+                sites.append(site)
+        return bool(sites) and all(site.loops for site in sites)
+
     def _lengths_of(self, data: Set[str], scope: Scope) -> Set[str]:
         """Names a scope sets from the length of the data (`num_iters = len(loader) // accum`)."""
         return {
@@ -262,13 +324,14 @@ class Counters:
 
     def resume_keys(self) -> Set[str]:
         """Update counters a resumed run needs back: they set the LR or the end of the run. (One that
-        only names checkpoints or paces evaluation restarts harmlessly, or lives on in the file name.)"""
+        only names checkpoints or paces evaluation restarts harmlessly, or lives on in the file name;
+        one the code sets back to 0 at each pass over the data is the index of a batch in its epoch.)"""
         def compute():
             keys = set()
             for event in self.model.of_kind(COUNTER_INCREMENT):
                 if self.feeds(event) & {"schedule", "lr", "stop"}:
                     keys.add(self.model.roles.key(event.subject, event.site.scope))
-            return keys
+            return keys - self.reset_each_pass
         return self.model.remember(("resume_keys",), compute)
 
     def schedule_basis(self, event: Event) -> str:

@@ -216,6 +216,12 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
     return None
 
 
+def sets_scale(event: Event) -> bool:
+    """`scaler.update(new_scale)`: sets the loss scale by hand (a reset or a bump on a cadence). It
+    reads no inf check, so it is not the update that ends a window's step."""
+    return event.kind == SCALER_UPDATE and isinstance(event.node, cst.Call) and bool(event.node.args)
+
+
 def writes_media(call: cst.Call) -> bool:
     """`image.save(f"{out}/step_{i}.jpg")`: a save whose path names an image, audio or video file
     writes a sample for a human to look at, not training state."""

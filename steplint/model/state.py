@@ -66,7 +66,7 @@ class State:
                 if isinstance(sub, (cst.Name, cst.Attribute)):
                     key = self.model.roles.key(sub, scope)
                     role = self.model.roles.roles.get(key or "")
-                    kind = role.kind if role else ("counter" if key in counters else None)
+                    kind = role.kind if role else (SCALER if key in self.held_scalers else "counter" if key in counters else None)
                     if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                         found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
                     elif kind is None and isinstance(sub, cst.Name):
@@ -97,6 +97,25 @@ class State:
             argument = argument_for(call, position, parameter) if not any(a.star for a in call.args) else None
             passed.append(set(self.model.keys_in(argument, site.scope)) if argument is not None else set())
         return set.intersection(*passed) if passed else set()
+
+    @cached_property
+    def held_scalers(self) -> Set[str]:
+        """Keys of the GradScalers an Accelerator built with `mixed_precision="fp16"` holds
+        (`accelerator.scaler`), for the Accelerators whose prepared optimizers the module steps. The
+        scaler is never a name of the script, but a checkpoint written by hand (not `save_state`)
+        must store it all the same. An Accelerator whose precision the code does not show holds none."""
+        found: Set[str] = set()
+        for step in self.model.of_kind(SKIPPABLE_STEP):
+            role = step.role
+            if step.strategy == "accelerate" and role is not None and role.mixed_precision == "fp16" and role.accelerator:
+                found.add(self.model.roles.key(cst.parse_expression(f"{role.accelerator}.scaler"), step.site.scope) or "")
+        found.discard("")
+        return found
+
+    def describe_held(self, key: str) -> str:
+        """A step state's name for a message: `scheduler`, or `accelerator.scaler` (the GradScaler ...)."""
+        name = f"`{key.split(':', 1)[1]}`"
+        return name + " (the GradScaler of the fp16 Accelerator)" if key in self.held_scalers else name
 
     @cached_property
     def saved_under(self) -> Dict[str, str]:
@@ -330,6 +349,8 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             else:
                 continue
             ranked.setdefault((kind, key), len(ranked))
+        for key in sorted(model.state.held_scalers):
+            ranked.setdefault(("scaler", key), len(ranked))
         for key in sorted(k for k in model.counters.resume_keys() if k):
             ranked.setdefault(("counter", key), len(ranked))
         found: Dict[str, list] = {}
