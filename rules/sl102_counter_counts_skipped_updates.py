@@ -103,7 +103,7 @@ def check(model):
                 yield finding
             continue
         feeds = _feeds_in_updates(model, increment, unit)
-        if model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer":
+        if model.counters.recipe_counts_attempts(update):
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
         if not feeds:
             continue

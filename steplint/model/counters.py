@@ -160,12 +160,12 @@ class Counters:
             count += 1
         return count if all(any(holds(h, r) for h in following[:count]) for r in readers) else None
 
-    @staticmethod
-    def recipe_counts_attempts(update: Event) -> bool:
+    def recipe_counts_attempts(self, update: Event) -> bool:
         """accelerate and DeepSpeed skip the prepared scheduler with the update and count their steps
-        in attempts by convention (as HF Trainer does): checkpoint names, cadences and the end of the
-        run in attempts are that recipe, not a bug; only a schedule computed from the counter is."""
-        return update.strategy in ("accelerate", "deepspeed")
+        in attempts by convention (as HF Trainer does), and plain code that follows the convention
+        declares it (`recipe = "hf-trainer"`): checkpoint names, cadences and the end of the run in
+        attempts are that recipe, not a bug; only a schedule computed from the counter is."""
+        return update.strategy in ("accelerate", "deepspeed") or self.model.settings.recipe == "hf-trainer"
 
     def feeds(self, increment: Event) -> Set[str]:
         """What an update counter feeds: schedule, lr, checkpoint, eval, stop. A counter that is
