@@ -345,7 +345,39 @@ def _index_unit(model, key: str) -> CounterUnit:
     for consumer in model.units.consumers.get(key, ()):
         if consumer.label == "lr":
             found.append(Evidence(BATCHES, consumer.node, f"the learning rate is computed from it (`{model.text.of(consumer.node)}`)"))
+    position = _run_position(model, key, call)
+    if position is not None:
+        found.append(Evidence(BATCHES, position, f"made a position in the run's batches (`{model.text.of(position)}`)"))
     return CounterUnit(BATCHES, tuple(found))
+
+
+def _run_position(model, key: str, call: cst.Call) -> Optional[cst.BinaryOperation]:
+    """`(epoch - 1) * len(loader) + i + 1`: the batch index added to a count of whole passes over the
+    loader it enumerates, which is the index's place among all the run's batches."""
+    loader = call.args[0].value if call.args else None
+    while isinstance(loader, cst.Call) and dotted(loader.func) in ("tqdm", "tqdm.tqdm", "iter") and loader.args:
+        loader = loader.args[0].value
+    name = dotted(loader) if isinstance(loader, (cst.Name, cst.Attribute)) else None
+    header = model.structure.site_of.get(id(call))  # the loop header's site
+    if name is None or header is None:
+        return None
+    for node, site in model.statements_in(header.scope, key):
+        for sub in walk_expressions(node):
+            if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Add)):
+                continue
+            parts = _addends(sub)
+            passes = [p for p in parts if isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Multiply) and any(
+                isinstance(s, cst.Call) and dotted(s.func) == "len" and len(s.args) == 1 and dotted(s.args[0].value) == name for s in walk_expressions(p))]
+            if passes and any(model.roles.key(p, site.scope) == key for p in parts if isinstance(p, cst.Name)):
+                return sub
+    return None
+
+
+def _addends(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The terms of a sum: `a * b + i + 1` -> [a * b, i, 1]."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return _addends(expr.left) + _addends(expr.right)
+    return [expr]
 
 
 def _data_offsets(model) -> Dict[str, List[Evidence]]:
