@@ -172,6 +172,8 @@ class Counters:
         also the data position (`sample_start = step * batch_size`) is saved to resume the data
         where it was, in batches, skipped updates included: that checkpoint entry is not a feed."""
         derived = self.derived_keys(increment)
+        if self.model.roles.key(increment.subject, increment.site.scope) in self.retry_counters:
+            return frozenset()
         feeds: Set[str] = set()
         for k in derived:
             feeds |= self._fed_by_key.get(k, set())
@@ -208,6 +210,25 @@ class Counters:
                 if key and self._reset_outside(key, loop, scope):
                     found.add(key)
         return found
+
+    @cached_property
+    def retry_counters(self) -> Dict[str, Event]:
+        """Counters advanced only in an `except` handler, inside a `while` loop their own test bounds
+        (`while tries < 10: try: save(...); break` / `except OSError: tries += 1`) -> one increment.
+        They count the failures of what the `try` attempts, not steps: they feed nothing of the run."""
+        by_key: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key:
+                by_key[key].append(increment)
+        return {key: increments[0] for key, increments in by_key.items() if all(map(self._retried, increments))}
+
+    def _retried(self, increment: Event) -> bool:
+        loop, site = increment.site.loop, increment.site
+        key = self.model.roles.key(increment.subject, site.scope)
+        if not isinstance(loop, cst.While) or key is None or not self.model.mentions(loop.test, site.scope, key):
+            return False
+        return any(isinstance(getattr(block, "owner", None), cst.ExceptHandler) for block, _ in site.trail)
 
     @cached_property
     def reset_each_pass(self) -> Set[str]:

@@ -194,6 +194,9 @@ def _counter_unit(model, key: str) -> CounterUnit:
     declared = _declared(model, key, increments)
     if declared is not None:
         return CounterUnit(declared.unit, (declared,), declared=True)
+    retried = model.counters.retry_counters.get(key)
+    if retried is not None:
+        return CounterUnit(RUNS, (Evidence(RUNS, retried.node, f"advanced only when the `try` in `{model.text.of(retried.site.loop.test)}` fails: it counts retries"),))
     found: List[Evidence] = [e for e in map(lambda i: _own_test(model, key, i), increments) if e is not None]
     if increments and len(found) == len(increments):
         return CounterUnit(RUNS, tuple(found[:1]))
