@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
+from steplint.model.schedules import sized_by_its_loops_batches
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
 from steplint.suppress import intent_basis
@@ -356,11 +357,16 @@ class Counters:
         return self.model.remember(("resume_keys",), compute)
 
     def schedule_basis(self, event: Event) -> str:
-        """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
-        if not self.model.remember(("intent comments",), lambda: "steplint:" in self.model.source.text):  # none: no need to place the call
-            return self.model.settings.schedule_basis
-        first, last = self.model.text.rows(event.site.statement)
-        return intent_basis(self.model.source, range(first, last + 1)) or self.model.settings.schedule_basis
+        """What a scheduler call counts: its `# steplint: schedule=` comment; else batches when it is
+        built from the number of batches its loop runs (an LR range test); else the setting."""
+        if self.model.remember(("intent comments",), lambda: "steplint:" in self.model.source.text):  # none: no need to place the call
+            first, last = self.model.text.rows(event.site.statement)
+            declared = intent_basis(self.model.source, range(first, last + 1))
+            if declared:
+                return declared
+        if event.kind == SCHEDULER_STEP and sized_by_its_loops_batches(self.model, event) is not None:
+            return "batches"
+        return self.model.settings.schedule_basis
 
     def per_update_scheduler(self, event: Event) -> bool:
         """A scheduler call that advances one step per call and that the user, not a framework, drives."""
