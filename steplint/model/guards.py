@@ -287,10 +287,11 @@ class Guards:
         # A cadence test that guards the update is the window boundary, and so is a second test of
         # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
         windows = set()
-        for step in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
+        steps = self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP)
+        for step in steps:
             for guard in step.site.guards:
                 kinds = self._kinds[id(guard.test)]
-                if MODULO in kinds:
+                if MODULO in kinds and not _also_every_pass(step, guard, steps):
                     self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
                     windows.add((id(step.site.scope), self.condition(guard.test)[0]))
         if windows:
@@ -344,3 +345,19 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
 def _prefixes(name: str) -> List[str]:
     parts = name.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _also_every_pass(step: "Event", guard: Guard, steps: List["Event"]) -> bool:
+    """The same update (same call, same optimizer) also runs in the same loop outside `guard`: every
+    pass attempts an update, so the cadence runs something extra (an evaluation pass through the
+    training helper), it does not close a window."""
+    def same(other: "Event") -> bool:
+        return all(
+            (a is None and b is None) or (a is not None and b is not None and dotted(a) is not None and dotted(a) == dotted(b))
+            for a, b in ((step.subject, other.subject), (step.optimizer, other.optimizer))
+        )
+    return any(
+        other is not step and other.site.loop is step.site.loop and step.site.loop is not None and same(other)
+        and all(g.test is not guard.test for g in other.site.guards)
+        for other in steps
+    )
