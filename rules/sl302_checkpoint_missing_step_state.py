@@ -64,10 +64,12 @@ def check(model):
     reported = set()
     for save in model.of_kind(CHECKPOINT_SAVE):
         checkpoint = model.state.checkpoint(save)
-        if checkpoint is None or OPTIMIZER not in checkpoint.holds or _reported_at_the_helper(model, save):
+        if checkpoint is None or OPTIMIZER not in checkpoint.holds:
             continue
         state = model.state.step_state(save.site.scope)
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
+        if _reported_at_the_helper(model, save, missing):
+            continue
         # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
         identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), checkpoint.name), tuple(missing))
         if not missing or identity in reported:
@@ -83,12 +85,18 @@ def check(model):
 OPTIMIZER = "optimizer"
 
 
-def _reported_at_the_helper(model, save):
-    """A save through a helper of this very module is one problem, reported at the helper's own save."""
+def _reported_at_the_helper(model, save, missing):
+    """A save through a helper of this very module is one problem, reported at the helper's own save.
+    So is one through a helper of another module that builds the checkpoint itself and is handed every
+    object it leaves out (`train(model, optimizer, scaler)` saving `{model, optimizer}`): the helper's
+    module sees them, and reports it there."""
     if save.via is None or not save.via.where:
         return False
     if os.path.basename(save.via.where.rsplit(":", 1)[0]) != os.path.basename(model.source.path):
-        return False
+        if save.via.stored or not save.via.contents:
+            return False  # it writes what this module built: the report is here
+        handed = {k for a in save.node.args for k in model.keys_in(a.value, save.site.scope)}
+        return all(key in handed for _, key in missing)
     return any(e.via is None and e.site.scope.name == save.via.via for e in model.of_kind(CHECKPOINT_SAVE))
 
 
