@@ -30,6 +30,8 @@ script never names it: a resume by hand (not `accelerator.load_state`) restores 
 `accelerator.scaler.load_state_dict(...)`. It is reported without a fix, and only when the code shows
 the precision (not for `Accelerator(**kwargs)` or `mixed_precision=args.precision`). A counter the code
 sets back to 0 at each pass over the data (the index of a batch in its epoch) needs no restoring.
+A warm start is no resume: an optimizer state loaded from another run, after which the code puts
+back the learning rates it read before the load, starts a new run with a fresh scaler.
 
 ## Fix safety
 Safe, where the module saves the missing state under a key: the fix reads it back right after the
@@ -68,6 +70,8 @@ def check(model):
     for load in loads:
         if load.role.kind != OPTIMIZER or (load.via is not None and load.via.via in restoring_here):
             continue
+        if load.via is None and model.state.warm_start(load):
+            continue  # another run's optimizer state under this run's own learning rates: no resume
         state = model.state.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]

@@ -112,6 +112,30 @@ class State:
         found.discard("")
         return found
 
+    def warm_start(self, load: Event) -> bool:
+        """An optimizer load that puts back the learning rates read before it (`lrs = [g["lr"] for g in
+        opt.param_groups]`, load, then `g["lr"] = lr` for each group): the run starts from another
+        run's optimizer state with its own schedule, it does not resume; its scaler starts fresh."""
+        scope = load.site.scope
+        kept = set()  # names holding what the param groups held before the load
+        for node, site in self.model.statements_of(scope):
+            if site.order >= load.order:
+                break
+            if isinstance(node, cst.Assign) and any(isinstance(sub, cst.Attribute) and sub.attr.value == "param_groups" for sub in walk_expressions(node.value)):
+                kept.update(self.model.roles.key(t.target, scope) for t in node.targets)
+        kept.discard(None)
+        if not kept:
+            return False
+        for node, site in self.model.statements_of(scope):
+            if site.order <= load.order or not (isinstance(node, cst.Assign) and any(_is_lr_entry(t.target) for t in node.targets)):
+                continue
+            read = set(self.model.keys_in(node.value, scope))
+            for loop in site.loops:
+                read |= self.model.keys_in(loop.iter, scope) if isinstance(loop, cst.For) else set()
+            if not kept.isdisjoint(read):
+                return True
+        return False
+
     def describe_held(self, key: str) -> str:
         """A step state's name for a message: `scheduler`, or `accelerator.scaler` (the GradScaler ...)."""
         name = f"`{key.split(':', 1)[1]}`"
@@ -359,6 +383,14 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
         return found
 
     return model.remember(("step_state_by_owner",), compute)
+
+
+def _is_lr_entry(target: cst.BaseExpression) -> bool:
+    """`group["lr"]`."""
+    if not (isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)):
+        return False
+    index = target.slice[0].slice.value
+    return isinstance(index, cst.SimpleString) and index.evaluated_value == "lr"
 
 
 def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
