@@ -729,7 +729,7 @@ def trace_command(paths, output_format, config_file, color) -> None:
     """Print the step-unit map of each training loop in PATHS: the update, the window, the counters
     with their units and what they feed, the schedulers, checkpoints, resume, and the diagnostics."""
     from steplint.report.trace import FORMATS as TRACE_FORMATS
-    from steplint.trace import trace_text
+    from steplint.trace import trace_text, without_covered_step_functions
 
     try:
         resolver = Resolver(Overrides((), (), ()), config_file)
@@ -749,6 +749,7 @@ def trace_command(paths, output_format, config_file, color) -> None:
     for path in files:
         if path in texts:
             loops.extend(trace_text(path, texts[path], resolver.settings_for(path), project.context_for(path) if project else None))
+    loops = without_covered_step_functions(loops)
     click.echo(TRACE_FORMATS[output_format](loops), nl=False, color=use_color(color, sys.stdout) and output_format == "text")
 
 

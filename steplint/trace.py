@@ -9,6 +9,7 @@ schema in README.md, "steplint trace"); `steplint.report.trace` renders it as te
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional
 
 import libcst as cst
@@ -18,14 +19,18 @@ from steplint.diagnostic import Diagnostic
 from steplint.engine import analyse_source
 from steplint.evidence import skip_reason
 from steplint.model import (
-    CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD, Event,
+    CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD,
+    WINDOW_BOUNDARY, Event,
     ModuleModel,
 )
 from steplint.effects import UPDATE
-from steplint.model.events import CALL, HELPER_STATE
-from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER
-from steplint.model.windows import modulo_boundary
+from steplint.model.events import CALL, EVALUATION, HELPER_STATE
+from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER
+from steplint.model.counters import is_cadence
+from steplint.model.structure import Guard
 from steplint.model.units import BATCHES, DATA, UPDATES, WINDOWS, CounterUnit, Evidence
+from steplint.model.windows import argument_boundary, modulo_boundary
+from steplint.rule import one_line
 
 SCHEMA_VERSION = 1
 # What each update strategy steps (Event.strategy -> the words the map uses).
@@ -57,7 +62,37 @@ def trace_model(model: ModuleModel, diagnostics: List[Diagnostic]) -> List[dict]
     for update in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP, HELPER_STATE):
         if update.site.loop is not None and (update.kind != HELPER_STATE or _runs_updates(update)):
             loops.setdefault((id(update.site.scope), id(update.site.loop)), []).append(update)
+        elif update.site.loop is None and update.kind != HELPER_STATE and _takes_whole_steps(model, update.site.scope):
+            loops.setdefault((id(update.site.scope), None), []).append(update)
     return sorted((_loop(model, updates, diagnostics) for updates in loops.values()), key=lambda loop: loop["line"])
+
+
+_STEP_COMPANIONS = (SCALED_BACKWARD, SCHEDULER_STEP, COUNTER_INCREMENT, CHECKPOINT_SAVE)
+
+
+def _takes_whole_steps(model: ModuleModel, scope) -> bool:
+    """A step function (`Trainer.train_step(batch)`): a function whose update is in no loop of its
+    own, called once per batch by a loop elsewhere, which does there what a training step does with the
+    update (a scaled backward, a scheduler step, a counter, a save). A helper that only finishes the
+    update (`amp_step(scaler, optimizer)`: unscale, clip, step) is part of its caller's map instead."""
+    return isinstance(scope.node, cst.FunctionDef) and any(
+        e.site.loop is None for e in model.events_in(scope, *_STEP_COMPANIONS) if e.site.scope is scope
+    )
+
+
+def without_covered_step_functions(loops: List[dict]) -> List[dict]:
+    """The map of a project: a step function that a traced loop runs as a helper is part of that loop's
+    map (its `helpers`), not a map of its own."""
+    helpers = set()
+    for loop in loops:
+        for helper in loop["helpers"]:
+            where = helper.rpartition(" (")[2].rstrip(")")
+            path, _, line = where.rpartition(":")
+            helpers.add((path, line))
+    def covered(loop: dict) -> bool:
+        here = os.path.abspath(loop["file"]).replace(os.sep, "/")
+        return any(here.endswith("/" + path) and line == str(loop["line"]) for path, line in helpers)
+    return [loop for loop in loops if loop["kind"] == "loop" or not covered(loop)]
 
 
 def _runs_updates(event: Event) -> bool:
@@ -69,12 +104,13 @@ def _runs_updates(event: Event) -> bool:
 def _loop(model: ModuleModel, updates: List[Event], diagnostics: List[Diagnostic]) -> dict:
     site = updates[0].site
     loop, scope = site.loop, site.scope
-    inside = [e for e in model.events if e.site.scope is scope and loop in e.site.loops]
-    first, last = model.text.rows(scope.node) if isinstance(scope.node, cst.FunctionDef) else (1, len(model.source.line_starts))
+    inside = [e for e in model.events if e.site.scope is scope and _in(loop, e.site)]
     helpers = sorted({f"{e.via.via} ({e.via.where})" for e in inside if e.via is not None and e.via.via})
+    rows = [_rows(model, scope)] + _helper_rows(model, [e for e in model.events if e.site.scope is scope])
     return {
         "file": model.source.path,
-        "line": model.text.rows(loop)[0],
+        "line": model.text.rows(loop if loop is not None else scope.node)[0],
+        "kind": "loop" if loop is not None else "step function",
         "function": scope.name,
         "helpers": helpers,
         "updates": [_update(model, u) for u in updates],
@@ -83,8 +119,36 @@ def _loop(model: ModuleModel, updates: List[Event], diagnostics: List[Diagnostic
         "schedulers": [_scheduler(model, e, loop, updates[0]) for e in model.events_in(scope, SCHEDULER_STEP) if e.kind == SCHEDULER_STEP and isinstance(e.node, cst.Call)],
         "checkpoints": [_checkpoint(model, e) for e in model.events_in(scope, CHECKPOINT_SAVE)],
         "resume": _resume(model, scope),
-        "diagnostics": [_diagnostic(d) for d in diagnostics if first <= d.row <= last],
+        "diagnostics": [_diagnostic(d) for d in diagnostics if any(first <= d.row <= last for first, last in rows)],
     }
+
+
+def _in(loop, site) -> bool:
+    """`site` runs in `loop`; for a step function (no loop), in no loop of the function."""
+    return loop in site.loops if loop is not None else not site.loops
+
+
+def _rows(model: ModuleModel, scope) -> tuple:
+    return model.text.rows(scope.node) if isinstance(scope.node, cst.FunctionDef) else (1, len(model.source.line_starts))
+
+
+def _helper_rows(model: ModuleModel, events: List[Event]) -> List[tuple]:
+    """The rows of the functions of this module that the loop's function runs through (a resume in
+    `self.restore()` called from `self.set_up()`): what `check` reports there belongs to the loop's map."""
+    here = os.path.abspath(model.source.path).replace(os.sep, "/")
+    lines = set()
+    for event in events:
+        if event.via is not None and event.via.where:
+            path, _, line = event.via.where.rpartition(":")  # the path is relative to the project's root
+            if line.isdigit() and here.endswith("/" + path):
+                lines.add(int(line))
+    functions = [_rows(model, s) for s in model.structure.scopes if isinstance(s.node, cst.FunctionDef)]
+    return [rows for rows in functions if rows[0] in lines]
+
+
+def _code(model: ModuleModel, node: cst.CSTNode) -> str:
+    """A node's source on one line: the map's lines (text, JSON, markdown) never break inside a quote."""
+    return one_line(model.text.of(node))
 
 
 def _row(model: ModuleModel, node: cst.CSTNode) -> int:
@@ -95,17 +159,17 @@ def _update(model: ModuleModel, update: Event) -> dict:
     if update.kind == HELPER_STATE:
         return {
             "line": _row(model, update.node),
-            "code": model.text.of(update.node),
+            "code": _code(model, update.node),
             "steps": HELPER_STEPS.get(update.via.role, STEPS[CALL]),
             "via": update.via.via or None,
             "skippable": update.role is not None and update.role.kind == SCALER,
             "why": f"each call runs a loop of updates in `{update.via.via}` ({update.via.where})",
             "commit_signal": "none",
         }
-    skippable = update.kind == SKIPPABLE_STEP
+    skippable = True if update.kind == SKIPPABLE_STEP else None if _precision_unknown(update) else False
     return {
         "line": _row(model, update.node),
-        "code": model.text.of(update.node),
+        "code": _code(model, update.node),
         "steps": _steps(update),
         "via": update.via.via if update.via is not None and update.via.via else None,
         "skippable": skippable,
@@ -117,13 +181,25 @@ def _update(model: ModuleModel, update: Event) -> dict:
 def _steps(update: Event) -> str:
     if update.strategy == CALL and update.via is not None:
         return HELPER_STEPS.get(update.via.role, STEPS[CALL])
+    if update.strategy is None and update.role is not None and update.role.prepared:
+        return STEPS["accelerate"]
     return STEPS.get(update.strategy, update.strategy)
+
+
+def _precision_unknown(update: Event) -> bool:
+    """An accelerate-prepared optimizer whose Accelerator's mixed precision the code does not show."""
+    role = update.role
+    return role is not None and role.prepared and role.mixed_precision in (None, ..., PRECISION_FROM_EXPRESSION)
 
 
 def _plain_reason(update: Event) -> str:
     role = update.role
     if update.strategy == "scaler" and role is not None and role.enabled is False:
         return "the scaler is disabled (enabled=False): every step commits"
+    if role is not None and role.prepared:
+        if _precision_unknown(update):
+            return f"prepared by `{role.accelerator}`, whose mixed precision is not visible here (the launcher's or a variable's): under fp16 it can skip the update"
+        return f"prepared by `{role.accelerator}` with mixed_precision={role.mixed_precision!r}: no loss scaling, every step commits"
     return "a plain optimizer step always commits"
 
 
@@ -145,12 +221,15 @@ _GATED_KINDS = (SCHEDULER_STEP, COUNTER_INCREMENT, CHECKPOINT_SAVE, "evaluation"
 def _window(model: ModuleModel, update: Event) -> Optional[dict]:
     boundary = model.windows.boundary(update.site) if update.kind != HELPER_STATE else None
     if boundary is None:
-        return None
+        told = argument_boundary(update)
+        if told is None:
+            return None
+        return {"line": _row(model, told), "boundary": _code(model, told), "length": _code(model, told.left.right)}  # type: ignore[attr-defined]
     modulo = modulo_boundary(model, boundary)
     return {
         "line": _row(model, boundary.test),
-        "boundary": model.text.of(boundary.test),
-        "length": model.text.of(modulo.length) if modulo is not None else None,
+        "boundary": _code(model, boundary.test),
+        "length": _code(model, modulo.length) if modulo is not None else None,
     }
 
 
@@ -161,7 +240,7 @@ def _counters(model: ModuleModel, loop, scope, update: Event, diagnostics: List[
         key, call = index
         found[key] = _counter(model, key, model.units.unit_of_key(key), [_row(model, call)], None)
     for increment in model.of_kind(COUNTER_INCREMENT):
-        if increment.site.scope is not scope or loop not in increment.site.loops:
+        if increment.site.scope is not scope or not _in(loop, increment.site):
             continue
         key = model.roles.key(increment.subject, scope)
         if key is None:
@@ -185,7 +264,7 @@ def _window_counter(model: ModuleModel, update: Event) -> Optional[tuple]:
     if modulo is None or modulo.counter is None:
         return None
     key = model.roles.key(modulo.counter, update.site.scope)
-    consumer = {"kind": "window", "line": _row(model, boundary.test), "code": model.text.of(boundary.test), "expects": BATCHES, "conflict": False}
+    consumer = {"kind": "window", "line": _row(model, boundary.test), "code": _code(model, boundary.test), "expects": BATCHES, "conflict": False}
     return key, consumer
 
 
@@ -210,10 +289,20 @@ def _counter(model: ModuleModel, key: str, unit: CounterUnit, rows: List[int], i
         "evidence": [_evidence(model, e) for e in unit.evidence],
         "runtime": RUNTIME_COUNTERS.get(unit.unit),
         "consumers": [
-            {"kind": c.label, "line": _row(model, c.node), "code": model.text.of(c.node), "expects": c.unit, "conflict": id(c) in conflicting}
+            {"kind": c.label, "line": _row(model, c.node), "code": _code(model, c.node), "expects": c.unit, "conflict": id(c) in conflicting}
             for c in consumers
+            if not _mode_switch_before_save(model, c, consumers)
         ],
     }
+
+
+def _mode_switch_before_save(model: ModuleModel, consumer, consumers) -> bool:
+    """An "eval" reading of a test that guards a checkpoint save, where the only evaluation under it
+    is `model.eval()` (switching modes around the save): the block saves, it does not evaluate."""
+    if consumer.label != "eval" or not any(c.label == "checkpoint" and c.node is consumer.node for c in consumers):
+        return False
+    under = [e for e in model.of_kind(EVALUATION) if any(g.test is consumer.node for g in e.site.guards)]
+    return all(isinstance(e.node, cst.Call) and isinstance(e.node.func, cst.Attribute) and e.node.func.attr.value == "eval" for e in under)
 
 
 def _evidence(model: ModuleModel, evidence: Evidence) -> dict:
@@ -222,34 +311,56 @@ def _evidence(model: ModuleModel, evidence: Evidence) -> dict:
 
 def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
     """Where a scheduler steps relative to the loop's update: per committed update (under a commit
-    gate), per window (under the window boundary, or each pass of a loop without one), per batch (each
-    pass of an accumulating loop), or outside the loop (per epoch)."""
+    gate), under a cadence of the loop (`step % eval_every == 0`), per window (under the window
+    boundary, or each pass of a loop without one), per batch (each pass of an accumulating loop), or
+    outside the loop (per epoch)."""
     site = event.site
-    if loop not in site.loops:
+    cadence = _cadence(model, site, loop)
+    if event.role is not None and event.role.prepared:
+        stepped = "by accelerate"
+    elif not _in(loop, site):
         stepped = "outside the loop"
     elif update.kind == HELPER_STATE:
         stepped = "per helper loop"
     elif model.guards.gated(site, update):
         stepped = "per committed update"
+    elif cadence is not None:
+        stepped = "under a cadence"
     elif model.windows.boundary(update.site) is None or model.windows.boundary(site) is not None:
         stepped = "per attempted update"
     else:
         stepped = "per batch"
     return {
-        "name": model.text.of(event.subject) if event.subject is not None else None,
+        "name": _code(model, event.subject) if event.subject is not None else None,
         "line": _row(model, event.node),
-        "code": model.text.of(event.node),
+        "code": _code(model, event.node),
         "stepped": stepped,
+        "cadence": _code(model, cadence.test) if cadence is not None else None,
         "basis": model.counters.schedule_basis(event),
-        "position": "told" if event.explicit_position else "counted",
+        "position": "metric" if event.role is not None and event.role.metric else "told" if event.explicit_position else "counted",
     }
+
+
+def _cadence(model: ModuleModel, site, loop) -> Optional[Guard]:
+    """The innermost cadence test (`n % k == 0`, `n == k`) the statement runs under inside `loop`,
+    other than the window boundary: a scheduler stepped at evaluation time, say."""
+    if not _in(loop, site):
+        return None
+    first, last = model.text.rows(loop if loop is not None else site.scope.node)
+    for guard in reversed(site.guards):
+        rows = model.text.rows(guard.statement)
+        if not (first < rows[0] <= last):
+            break
+        if is_cadence(guard.test) and guard not in model.guards.of_kind(site, WINDOW_BOUNDARY):
+            return guard
+    return None
 
 
 def _checkpoint(model: ModuleModel, save: Event) -> dict:
     checkpoint = model.state.checkpoint(save)
     return {
         "line": _row(model, save.node),
-        "code": model.text.of(save.node),
+        "code": _code(model, save.node),
         "keys": sorted(checkpoint.entries) if checkpoint is not None else None,
         "stores": {kind: sorted(_name(k) for k in keys) for kind, keys in sorted(checkpoint.holds.items()) if keys} if checkpoint is not None else None,
     }
@@ -257,10 +368,11 @@ def _checkpoint(model: ModuleModel, save: Event) -> dict:
 
 def _resume(model: ModuleModel, scope) -> dict:
     needed = model.state.step_state(scope)
-    loads = [e for e in model.of_kind(STATE_LOAD) if e.site.scope is scope]
+    # One call may restore several objects (a helper handed the optimizer and the scaler): one line each.
+    loads = {id(e.node): e for e in model.of_kind(STATE_LOAD) if e.site.scope is scope}.values()
     return {
         "needs": {kind: sorted(_name(k) for k in keys) for kind, keys in needed.items()},
-        "restores": [{"line": _row(model, e.node), "code": model.text.of(e.node)} for e in loads],
+        "restores": [{"line": _row(model, e.node), "code": _code(model, e.node)} for e in loads],
     }
 
 

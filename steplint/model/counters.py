@@ -138,7 +138,7 @@ class Counters:
         derived = self.derived_keys(increment)
         found = []
         for node, site in self.model.statements_of(increment.site.scope):
-            if loop is None or loop not in site.loops or node is increment.node or not _is_cadence(node):
+            if loop is None or loop not in site.loops or node is increment.node or not is_cadence(node):
                 continue
             if any(self.model.mentions(node, site.scope, k) for k in derived):
                 found.append(site)
@@ -380,7 +380,7 @@ class Counters:
         )
 
 
-def _is_cadence(test: cst.CSTNode) -> bool:
+def is_cadence(test: cst.CSTNode) -> bool:
     """`n % k == 0`, `n == k`: true once per value of `n`."""
     return isinstance(test, cst.BaseExpression) and any(
         isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)

@@ -55,7 +55,7 @@ def modulo_boundary(model: "ModuleModel", guard: Guard) -> Optional[ModuloBounda
     joined by `and`/`or` with tests that do not read the index."""
     if WINDOW_BOUNDARY not in model.guards.kinds(guard):
         return None
-    found = [c for c in _operands(guard.test) if _window_comparison(c, guard.negated)]
+    found = [c for c in _operands(guard.test) if window_comparison(c, guard.negated)]
     if len(found) != 1:
         return None
     comparison = found[0]
@@ -81,7 +81,7 @@ def _operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield test
 
 
-def _window_comparison(expr: cst.BaseExpression, negated: bool) -> bool:
+def window_comparison(expr: cst.BaseExpression, negated: bool) -> bool:
     """`i % A == 0` under a true guard, `i % A != 0` under a negated one (`continue`, `else`)."""
     if not isinstance(expr, cst.Comparison) or len(expr.comparisons) != 1:
         return False
@@ -96,6 +96,18 @@ def _window_comparison(expr: cst.BaseExpression, negated: bool) -> bool:
     if isinstance(index, cst.BinaryOperation):
         return isinstance(index.operator, cst.Add) and literal(index.right) == 1 and isinstance(index.left, cst.Name)
     return isinstance(index, cst.Name)
+
+
+def argument_boundary(update: Event) -> Optional[cst.Comparison]:
+    """The window boundary a timm-style loss scaler is told as an argument, on the update's call:
+    `loss_scaler(loss, optimizer, update_grad=(i + 1) % accum == 0)` steps on the window's last
+    micro-batch only."""
+    if update.strategy != "loss-scaler" or not isinstance(update.node, cst.Call):
+        return None
+    for arg in update.node.args:
+        if arg.keyword is not None and arg.keyword.value == "update_grad" and window_comparison(arg.value, False):
+            return arg.value  # type: ignore[return-value]
+    return None
 
 
 def update_boundaries(model: "ModuleModel") -> List[Tuple[ModuloBoundary, Event]]:

@@ -18,7 +18,7 @@ def render_json(loops: List[dict]) -> str:
 
 def _update_line(u: dict) -> str:
     via = f" via {u['via']}" if u["via"] else ""
-    skip = "may skip" if u["skippable"] else "always commits"
+    skip = {True: "may skip", False: "always commits", None: "skipping unknown"}[u["skippable"]]
     return f"{u['steps']}{via} `{u['code']}` (line {u['line']}): {skip}: {u['why']}; commit signal: {u['commit_signal']}"
 
 
@@ -41,8 +41,9 @@ def _consumer_line(c: dict) -> str:
 
 
 def _scheduler_line(s: dict) -> str:
-    position = ", told its position" if s["position"] == "told" else ""
-    return f"{s['name']} `{s['code']}` (line {s['line']}): stepped {s['stepped']}, basis {s['basis']}{position}"
+    position = {"told": ", told its position", "metric": ", on a metric"}.get(s["position"], "")
+    cadence = f" (`{s['cadence']}`)" if s["cadence"] else ""
+    return f"{s['name']} `{s['code']}` (line {s['line']}): stepped {s['stepped']}{cadence}, basis {s['basis']}{position}"
 
 
 def _checkpoint_line(c: dict) -> str:
@@ -65,7 +66,7 @@ def render_text(loops: List[dict]) -> str:
         return click.style(text, bold=True)
 
     for loop in loops:
-        out.append(f"{click.style(loop['file'], bold=True)}:{loop['line']}: loop in {loop['function']}")
+        out.append(f"{click.style(loop['file'], bold=True)}:{loop['line']}: {_title(loop)}")
         sections: List[Node] = []
         if loop["helpers"]:
             sections.append((f"{head('helpers')}: {', '.join(loop['helpers'])}", []))
@@ -112,7 +113,7 @@ def _branches(nodes: List[Node], indent: str) -> List[str]:
 def render_markdown(loops: List[dict]) -> str:
     out: List[str] = []
     for loop in loops:
-        out.append(f"### `{loop['file']}:{loop['line']}`: loop in `{loop['function']}`\n")
+        out.append(f"### `{loop['file']}:{loop['line']}`: {_title(loop, '`')}\n")
         if loop["helpers"]:
             out.append(f"- **helpers:** {', '.join(loop['helpers'])}")
         for u in loop["updates"]:
@@ -135,6 +136,11 @@ def render_markdown(loops: List[dict]) -> str:
             out.extend(f"| {d['code']} | {d['line']} | {_cell(d['message'])} |" for d in loop["diagnostics"])
         out.append("")
     return "\n".join(out) + ("\n" if out else "")
+
+
+def _title(loop: dict, quote: str = "") -> str:
+    function = f"{quote}{loop['function']}{quote}"
+    return f"loop in {function}" if loop["kind"] == "loop" else f"step function {function} (one update per call)"
 
 
 def _none(items: list) -> str:
