@@ -36,8 +36,10 @@ saves every registered object), and when the LR is computed from a counter that 
 An Accelerator built with `mixed_precision="fp16"` holds a GradScaler the script never names: a
 checkpoint written by hand with `torch.save` (not `accelerator.save_state`) must store
 `accelerator.scaler.state_dict()` as well. That is reported without a fix (the scaler is `None` where
-the Accelerator runs without CUDA), and only when the code shows the precision: an
-`Accelerator(**kwargs)` or `mixed_precision=args.precision` is not assumed to hold one. A counter the
+the Accelerator runs without CUDA), and only when the code shows fp16: `mixed_precision="fp16"`, or
+`mixed_precision=args.mixed_precision` with the module's parser defaulting `--mixed-precision` to
+"fp16". An `Accelerator(**kwargs)`, or a precision from a config the code cannot see, is not assumed
+to hold one. A counter the
 code sets back to 0 at each pass over the data (the index of a batch in its epoch) is no step state.
 
 ## Fix safety

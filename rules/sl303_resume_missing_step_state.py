@@ -28,7 +28,8 @@ global_step = checkpoint["global_step"]
 The GradScaler of an Accelerator built with `mixed_precision="fp16"` is step state too, though the
 script never names it: a resume by hand (not `accelerator.load_state`) restores it with
 `accelerator.scaler.load_state_dict(...)`. It is reported without a fix, and only when the code shows
-the precision (not for `Accelerator(**kwargs)` or `mixed_precision=args.precision`). A counter the code
+fp16 (`mixed_precision="fp16"`, or the module's parser defaulting `--mixed-precision` to "fp16"; not
+for `Accelerator(**kwargs)`). A counter the code
 sets back to 0 at each pass over the data (the index of a batch in its epoch) needs no restoring.
 A warm start is no resume: an optimizer state loaded from another run, after which the code puts
 back the learning rates it read before the load, starts a new run with a fresh scaler.

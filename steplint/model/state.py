@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
-from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
-from steplint.model.syntax import dotted, last_name, literal, walk_expressions
+from steplint.model.precision import command_line_default
+from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER
+from steplint.model.syntax import dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
@@ -99,18 +100,37 @@ class State:
         return set.intersection(*passed) if passed else set()
 
     @cached_property
-    def held_scalers(self) -> Set[str]:
-        """Keys of the GradScalers an Accelerator built with `mixed_precision="fp16"` holds
-        (`accelerator.scaler`), for the Accelerators whose prepared optimizers the module steps. The
-        scaler is never a name of the script, but a checkpoint written by hand (not `save_state`)
-        must store it all the same. An Accelerator whose precision the code does not show holds none."""
-        found: Set[str] = set()
+    def held_scalers(self) -> Dict[str, str]:
+        """Keys of the GradScalers an Accelerator in fp16 holds (`accelerator.scaler`), for the
+        Accelerators whose prepared optimizers the module steps -> how the code shows fp16. The scaler is
+        never a name of the script, but a checkpoint written by hand (not `save_state`) must store it
+        all the same. fp16 shows as `mixed_precision="fp16"`, or as the default of the module's argument
+        parser for the option it is given (`--mixed-precision`, `default="fp16"`); an Accelerator whose
+        precision the code does not show (`Accelerator(**kwargs)`, `accelerate config`) holds none."""
+        found: Dict[str, str] = {}
         for step in self.model.of_kind(SKIPPABLE_STEP):
             role = step.role
-            if step.strategy == "accelerate" and role is not None and role.mixed_precision == "fp16" and role.accelerator:
-                found.add(self.model.roles.key(cst.parse_expression(f"{role.accelerator}.scaler"), step.site.scope) or "")
-        found.discard("")
+            if step.strategy != "accelerate" or role is None or not role.accelerator:
+                continue
+            if role.mixed_precision == "fp16":
+                how = "the fp16 Accelerator"
+            elif role.mixed_precision == PRECISION_FROM_EXPRESSION and command_line_default(self.model, self._precision_given(role.accelerator, step.site.scope)) == "fp16":
+                how = "the Accelerator, fp16 by the command line's default"
+            else:
+                continue
+            key = self.model.roles.key(cst.parse_expression(f"{role.accelerator}.scaler"), step.site.scope)
+            if key:
+                found[key] = how
         return found
+
+    def _precision_given(self, accelerator: str, scope: "Scope") -> Optional[cst.BaseExpression]:
+        """The `mixed_precision=` expression of the Accelerator constructor assigned to `accelerator`."""
+        key = self.model.roles.key(cst.parse_expression(accelerator), scope)
+        for node, site in self.model.statements_in(scope, key) if key else ():
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and self.model.roles.qualified(node.value.func, site.scope) in ACCELERATOR_CLASSES:
+                if any(self.model.roles.key(t.target, site.scope) == key for t in node.targets):
+                    return keyword(node.value, "mixed_precision")
+        return None
 
     def warm_start(self, load: Event) -> bool:
         """An optimizer load that puts back the learning rates read before it (`lrs = [g["lr"] for g in
@@ -139,7 +159,7 @@ class State:
     def describe_held(self, key: str) -> str:
         """A step state's name for a message: `scheduler`, or `accelerator.scaler` (the GradScaler ...)."""
         name = f"`{key.split(':', 1)[1]}`"
-        return name + " (the GradScaler of the fp16 Accelerator)" if key in self.held_scalers else name
+        return name + f" (the GradScaler of {self.held_scalers[key]})" if key in self.held_scalers else name
 
     @cached_property
     def saved_under(self) -> Dict[str, str]:
