@@ -287,11 +287,13 @@ class Guards:
         # A cadence test that guards the update is the window boundary, and so is a second test of
         # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
         windows = set()
-        steps = self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP)
-        for step in steps:
+        by_loop: Dict[int, List[Event]] = {}
+        for step in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
+            by_loop.setdefault(id(step.site.loop), []).append(step)
+        for step in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
             for guard in step.site.guards:
                 kinds = self._kinds[id(guard.test)]
-                if MODULO in kinds and not _also_every_pass(step, guard, steps):
+                if MODULO in kinds and not _also_every_pass(step, guard, by_loop[id(step.site.loop)]):
                     self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
                     windows.add((id(step.site.scope), self.condition(guard.test)[0]))
         if windows:
@@ -408,7 +410,7 @@ def _prefixes(name: str) -> List[str]:
 def _also_every_pass(step: "Event", guard: Guard, steps: List["Event"]) -> bool:
     """The same update (same call, same optimizer) also runs in the same loop outside `guard`: every
     pass attempts an update, so the cadence runs something extra (an evaluation pass through the
-    training helper), it does not close a window."""
+    training helper), it does not close a window. `steps`: the updates of the step's loop."""
     def same(other: "Event") -> bool:
         return all(
             (a is None and b is None) or (a is not None and b is not None and dotted(a) is not None and dotted(a) == dotted(b))
