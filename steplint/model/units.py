@@ -216,6 +216,7 @@ def _counter_unit(model, key: str) -> CounterUnit:
             found.append(Evidence(BATCHES, increments[0].node, "multiplied by a batch size: its product is where the data stands"))
         found.extend(model.units.batch_keyed.get(key, ()))
         found.extend(model.units.data_offsets.get(key, ()))
+        found.extend(_position_by_length(model, key, scope))
         if key in model.counters.reset_each_pass:
             found.append(Evidence(BATCHES, increments[0].node, "set back to 0 before each pass over the data: the index of a batch in its epoch"))
         name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
@@ -322,6 +323,40 @@ def _recomputed(model, key: str, scope) -> List[Evidence]:
         elif not divided and not batch_indices.isdisjoint(model.keys_in(value, site.scope)):
             found.append(Evidence(BATCHES, node, f"set from the batch index (`{model.text.of(value)}`)"))
     return found
+
+
+def _position_by_length(model, key: str, scope) -> List[Evidence]:
+    """The counter, or the value it starts from (`global_step = start_step + 1`), divided by the number
+    of batches of an epoch (`start_epoch = start_step // len(loader)`): the code reads it as a position
+    in the data's batches."""
+    divided = _length_dividends(model)
+    if key in divided:
+        return [Evidence(BATCHES, divided[key], f"divided by the batches of an epoch (`{model.text.of(divided[key])}`): a position in the data")]
+    for node, site in model.statements_in(scope, key):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and model.roles.key(node.targets[0].target, site.scope) == key:
+            for start in model.keys_in(node.value, site.scope) & set(divided):
+                why = f"set from `{model.text.of(node.value)}`, which the code divides by the batches of an epoch (`{model.text.of(divided[start])}`)"
+                return [Evidence(BATCHES, node, why)]
+    return []
+
+
+def _length_dividends(model) -> Dict[str, cst.BinaryOperation]:
+    """Keys of `x` in `x // len(loader)` or `x % len(loader)`, for a loader a loop iterates."""
+    def compute():
+        iterated = _iterated(model)
+        found: Dict[str, cst.BinaryOperation] = {}
+        for node, site in model.structure.statements:
+            for sub in walk_expressions(node):
+                if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, (cst.FloorDivide, cst.Modulo))):
+                    continue
+                right = sub.right
+                if isinstance(right, cst.Call) and dotted(right.func) == "len" and len(right.args) == 1 and dotted(right.args[0].value) in iterated:
+                    if isinstance(sub.left, (cst.Name, cst.Attribute)):
+                        key = model.roles.key(sub.left, site.scope)
+                        if key:
+                            found.setdefault(key, sub)
+        return found
+    return model.remember(("length dividends",), compute)
 
 
 def _enumerate_indices(model) -> Dict[str, cst.Call]:
