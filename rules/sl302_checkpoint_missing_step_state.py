@@ -56,6 +56,7 @@ import os
 
 import libcst as cst
 
+from steplint import effects
 from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import CHECKPOINT_SAVE
 from steplint.rule import Finding, rule
@@ -73,7 +74,9 @@ def check(model):
         if _reported_at_the_helper(model, save, missing):
             continue
         # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
-        identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), checkpoint.name), tuple(missing))
+        # (a helper that builds its own checkpoint: one problem per helper, however often it is called)
+        built = checkpoint.name if checkpoint.name is not None or save.via is None else f"{save.via.via} in {save.via.where}"
+        identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), built), tuple(missing))
         if not missing or identity in reported:
             continue
         reported.add(identity)
@@ -89,17 +92,25 @@ OPTIMIZER = "optimizer"
 
 def _reported_at_the_helper(model, save, missing):
     """A save through a helper of this very module is one problem, reported at the helper's own save.
-    So is one through a helper of another module that builds the checkpoint itself and is handed every
-    object it leaves out (`train(model, optimizer, scaler)` saving `{model, optimizer}`): the helper's
-    module sees them, and reports it there."""
+    So is one through a function that trains (steps, scales or updates what it is handed), builds the
+    checkpoint itself and is handed every object it leaves out (`train(model, optimizer, scaler)`
+    saving `{model, optimizer}`): that function has them as step state, and the report is made where
+    its checkpoint is built. (A saver that only writes what it is handed does not know the run has a
+    scaler: the report stays at its call.)"""
     if save.via is None or not save.via.where:
         return False
     if os.path.basename(save.via.where.rsplit(":", 1)[0]) != os.path.basename(model.source.path):
         if save.via.stored or not save.via.contents:
             return False  # it writes what this module built: the report is here
+        callee = model.roles.project.callee(save.node, save.site.scope) if model.roles.project is not None else None
+        if callee is None or not any(e.action in _TRAINING for e in callee.effects):
+            return False
         handed = {k for a in save.node.args for k in model.keys_in(a.value, save.site.scope)}
         return all(key in handed for _, key in missing)
     return any(e.via is None and e.site.scope.name == save.via.via for e in model.of_kind(CHECKPOINT_SAVE))
+
+
+_TRAINING = (effects.UPDATE, effects.SCALER_UPDATE, effects.SCALED_BACKWARD, effects.SCHEDULER_STEP)
 
 
 def _entry(model, kind, key):

@@ -165,6 +165,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             if kind == SCALER and stepped is not None:
                 skips = role.enabled is not False
                 return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=stepped, strategy=SCALER)
+            if kind == OPTIMIZER and any(roles.is_(a.value, scope, SCALER) for a in call.args):
+                return None  # `opt.step("gen", scaler=scaler)`: a project wrapper's step that runs the scaler; no torch optimizer takes one
             if kind == OPTIMIZER and role.skips:  # apex dynamic loss scaling, or declared in configuration
                 return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
