@@ -97,9 +97,11 @@ def length_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
 
 def loop_iterable(loop) -> Optional[cst.BaseExpression]:
     """`loader` of `for ... in enumerate(tqdm(loader))`."""
-    if not isinstance(loop, cst.For):
-        return None
-    iterable = loop.iter
+    return unwrapped(loop.iter) if isinstance(loop, cst.For) else None
+
+
+def unwrapped(iterable: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`loader` of `enumerate(tqdm(loader))`: what the wrappers iterate, when it is a name."""
     while isinstance(iterable, cst.Call) and last_name(iterable.func) in _WRAPPERS and positional(iterable):
         iterable = positional(iterable)[0]
     return iterable if dotted(iterable) is not None else None

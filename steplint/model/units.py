@@ -28,7 +28,8 @@ import libcst as cst
 
 from steplint.model.counters import DATA_SIZE
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
-from steplint.model.syntax import dotted, walk_expressions
+from steplint.model.schedules import loop_iterable, unwrapped
+from steplint.model.syntax import assignment_targets, dotted, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
 
 BATCHES = "batches"  # one per item of the data loader (a micro-batch under accumulation)
@@ -251,15 +252,10 @@ def _recomputed_in(model, expr: cst.BaseExpression, scope, loop) -> bool:
         return True
     keys = model.keys_in(expr, scope)
     return any(
-        loop in site.loops and any(model.roles.key(t, scope) in keys for t in _targets(node))
+        loop in site.loops and any(model.roles.key(t, scope) in keys for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute)))
         for node, site in model.statements_of(scope)
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))
     )
-
-
-def _targets(node) -> List[cst.BaseExpression]:
-    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-    return [t for t in targets if isinstance(t, (cst.Name, cst.Attribute))]
 
 
 def _decide(found: List[Evidence]) -> CounterUnit:
@@ -392,10 +388,8 @@ def _index_unit(model, key: str) -> CounterUnit:
 def _run_position(model, key: str, call: cst.Call) -> Optional[cst.BinaryOperation]:
     """`(epoch - 1) * len(loader) + i + 1`: the batch index added to a count of whole passes over the
     loader it enumerates, which is the index's place among all the run's batches."""
-    loader = call.args[0].value if call.args else None
-    while isinstance(loader, cst.Call) and dotted(loader.func) in ("tqdm", "tqdm.tqdm", "iter") and loader.args:
-        loader = loader.args[0].value
-    name = dotted(loader) if isinstance(loader, (cst.Name, cst.Attribute)) else None
+    loader = unwrapped(call)
+    name = dotted(loader) if loader is not None else None
     header = model.structure.site_of.get(id(call))  # the loop header's site
     if name is None or header is None:
         return None
@@ -643,12 +637,5 @@ def _divided(expr: cst.BaseExpression) -> bool:
 def _iterated(model) -> Set[str]:
     """Names of what the module's `for` loops iterate (`for x in tqdm(enumerate(loader))` iterates `loader`)."""
     def compute():
-        found: Set[str] = set()
-        for loop, _ in model.structure.for_loops:
-            expr = loop.iter
-            while isinstance(expr, cst.Call) and dotted(expr.func) in ("enumerate", "tqdm", "tqdm.tqdm", "iter") and expr.args:
-                expr = expr.args[0].value
-            if isinstance(expr, (cst.Name, cst.Attribute)) and dotted(expr):
-                found.add(dotted(expr))
-        return found
+        return {dotted(iterable) for iterable in (loop_iterable(loop) for loop, _ in model.structure.for_loops) if iterable is not None}
     return model.remember(("iterated",), compute)
