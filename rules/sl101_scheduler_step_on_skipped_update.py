@@ -53,8 +53,9 @@ steplint cannot see), a handler that re-raises the `OverflowError`. Silent for s
 something else: a scheduler prepared by accelerate (it skips by itself), one owned by a DeepSpeed
 engine, `ReduceLROnPlateau(metric)`, a call told its position
 (`scheduler.step(epoch + i / n)`, `step_update(num_updates)`: SL102 checks the counter), an epoch
-scheduler after the batch loop, and a call marked `# steplint: schedule=tokens` (or `batches`,
-`epochs`).
+scheduler after the batch loop, a call marked `# steplint: schedule=tokens` (or `batches`,
+`epochs`), and a scheduler call under a flag off by default that no call in the project turns on
+(`if self.step_every_batch:` with `step_every_batch=False` in the constructor, never passed).
 
 ## Fix safety
 Safe: only the scheduler's advance changes, to the committed updates the schedule is written in.
@@ -103,6 +104,8 @@ def check(model):
             continue
         if update is None or not model.counters.per_update_scheduler(step) or model.guards.gated(step.site, update):
             continue
+        if model.guards.off_by_default(step.site) is not None:
+            continue  # (a per-batch branch under a flag off by default that nothing turns on does not run)
         name = model.text.of(step.subject)
         inside = f" (it steps in `{update.via.via}`, {update.via.where})" if update.via is not None else ""
         message = f"`{name}` advances even when `{model.text.of(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"

@@ -39,6 +39,14 @@ follow it (checkpoint names, cadences, a stop on a cadence): it is reported only
 consumer that counts committed updates (`step_update(n)` of a scheduler built with
 `t_in_epochs=False`, a budget computed as `ceil(len(loader) / accum) * epochs`), and the message
 names that consumer and the evidence for both units. A name alone (`batch_idx_train`) only confirms.
+The same holds for a counter whose remainder starts the loop over the data on resume
+(`start = it % per_epoch`, then `for k in range(start, per_epoch)`), and for one set back to 0
+before each pass over the data (the index of a batch in its epoch). A consumer sized in the data's
+batches (an evaluation every `n_train // (4 * batch_size)` steps, a stop at `epochs * len(loader)`)
+counts batches too: a counter of attempts is right for it, a counter of windows is not. A counter
+that advances only where its own test lets it, against a value the loop measures anew
+(`if elapsed // interval >= saves: save(...); saves += 1`), or only in the `except` of a retry loop it
+bounds, counts the runs of that block, not steps: it is never reported.
 
 Silent for counters that feed none of these (a log line's index), consumers that count the data
 (`# steplint: schedule=tokens`, `step_batch(n)`, an LR or a stop computed from `n * batch_size`), counters advanced under a commit
@@ -110,7 +118,7 @@ def check(model):
                 yield finding
             continue
         feeds = _feeds_in_updates(model, increment, unit)
-        if model.counters.recipe_counts_attempts(update) or model.settings.recipe == "hf-trainer":
+        if model.counters.recipe_counts_attempts(update):
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
         if not feeds:
             continue
@@ -126,7 +134,7 @@ def _feeds_in_updates(model, increment, unit):
     others = [c for c in model.units.consumers_of(increment) if c.label in feeds]
     for label in list(feeds):
         mine = [c for c in others if c.label == label]
-        if mine and all(model.units.counts_in_other_units(increment, c) for c in mine):
+        if mine and all(model.units.counts_in_other_units(increment, c, unit) for c in mine):
             feeds.discard(label)
     return feeds
 

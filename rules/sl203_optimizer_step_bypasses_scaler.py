@@ -24,7 +24,9 @@ scaler.update()
 Silent when the plain step is on another branch than the scaled backward
 (`if use_amp: ... else: loss.backward(); optimizer.step()`), for optimizers that accelerate or
 DeepSpeed wrap, and for optimizers handed through a library we do not know
-(`model, optimizer = msamp.initialize(model, optimizer)`), which may unscale by themselves.
+(`model, optimizer = msamp.initialize(model, optimizer)`), which may unscale by themselves. A `step`
+handed the scaler (`optimizer.step("gen", scaler=scaler)`) is a project wrapper's, which steps through
+it: no torch optimizer takes a scaler.
 
 ## Fix safety
 Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code already assumes;

@@ -27,6 +27,9 @@ if (i + 1) % accum == 0:
     scaler.update()
 ```
 
+Silent for `scaler.update(new_scale)`, a scale set by hand (a bump on a cadence when the scale is
+small): it reads no inf check and ends no step.
+
 ## Fix safety
 Safe for a per-batch `update()`: it moves to the end of the window block (proven at run time, the
 update right after the block and after other statements: one update per window, the window's
@@ -43,6 +46,7 @@ when an object whose state it restores is built again after the restore; and a l
 
 from steplint.fixes import SAFE
 from steplint.model import SCALER_UPDATE, SKIPPABLE_STEP, ZERO_GRAD
+from steplint.model.events import sets_scale
 from steplint.model.roles import SCALER
 from steplint.rewrite import move_into_window
 from steplint.rule import Finding, rule
@@ -52,6 +56,8 @@ from steplint.rule import Finding, rule
 def check(model):
     steps = [s for s in model.of_kind(SKIPPABLE_STEP) if s.strategy == SCALER and s.role is not None]
     for update in model.of_kind(SCALER_UPDATE):
+        if sets_scale(update):
+            continue  # a scale set by hand reads no inf check: it may run on any batch
         windowed = [
             s for s in model.passes.in_iteration(update, SKIPPABLE_STEP)
             if s.strategy == SCALER and s.role is not None and model.same_object(s, update) and model.windows.boundary(s.site)

@@ -25,9 +25,11 @@ for i, batch in enumerate(loader):
 ```
 
 Silent for values already in update units (`i // accum`), for a batch index or counter the code
-shows to be the data position by design (see SL102, SL304), for counters advanced once per window
+shows to be the data position by design (see SL102, SL304; `(epoch - 1) * len(loader) + i + 1` names a
+position among the run's batches), for counters advanced once per window
 (SL102 checks whether they count skipped updates), in loops whose every batch commits an update, and
-for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts.
+for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts (plain
+PyTorch code that follows that convention declares it with `recipe = "hf-trainer"`).
 
 ## Fix safety
 Unsafe, where one update counter advances in the window block: the fix names the checkpoint after

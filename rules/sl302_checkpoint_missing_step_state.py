@@ -33,6 +33,15 @@ torch.save(
 Silent when the contents cannot be seen (a helper builds them), for `accelerator.save_state` (it
 saves every registered object), and when the LR is computed from a counter that is saved.
 
+An Accelerator built with `mixed_precision="fp16"` holds a GradScaler the script never names: a
+checkpoint written by hand with `torch.save` (not `accelerator.save_state`) must store
+`accelerator.scaler.state_dict()` as well. That is reported without a fix (the scaler is `None` where
+the Accelerator runs without CUDA), and only when the code shows fp16: `mixed_precision="fp16"`, or
+`mixed_precision=args.mixed_precision` with the module's parser defaulting `--mixed-precision` to
+"fp16". An `Accelerator(**kwargs)`, or a precision from a config the code cannot see, is not assumed
+to hold one. A counter the
+code sets back to 0 at each pass over the data (the index of a batch in its epoch) is no step state.
+
 ## Fix safety
 Unsafe: the fix adds the missing entries, which changes the checkpoint's format; code that reads
 these files elsewhere may expect the old keys only. An object that is `None` in some runs (a scaler
@@ -48,6 +57,7 @@ import os
 
 import libcst as cst
 
+from steplint import effects
 from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import CHECKPOINT_SAVE
 from steplint.rule import Finding, rule
@@ -58,17 +68,21 @@ def check(model):
     reported = set()
     for save in model.of_kind(CHECKPOINT_SAVE):
         checkpoint = model.state.checkpoint(save)
-        if checkpoint is None or OPTIMIZER not in checkpoint.holds or _reported_at_the_helper(model, save):
+        if checkpoint is None or OPTIMIZER not in checkpoint.holds:
             continue
         state = model.state.step_state(save.site.scope)
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
+        if _reported_at_the_helper(model, save, missing):
+            continue
         # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
-        identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), checkpoint.name), tuple(missing))
+        # (a helper that builds its own checkpoint: one problem per helper, however often it is called)
+        built = checkpoint.name if checkpoint.name is not None or save.via is None else f"{save.via.via} in {save.via.where}"
+        identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), built), tuple(missing))
         if not missing or identity in reported:
             continue
         reported.add(identity)
         names = [key.split(":", 1)[1] for _, key in missing]
-        listed = ", ".join(f"`{n}`" for n in names)
+        listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""
         message = f"Checkpoint{through} stores the optimizer but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
         yield Finding(save.node, message, _add_entries(model, checkpoint, missing))
@@ -77,13 +91,27 @@ def check(model):
 OPTIMIZER = "optimizer"
 
 
-def _reported_at_the_helper(model, save):
-    """A save through a helper of this very module is one problem, reported at the helper's own save."""
+def _reported_at_the_helper(model, save, missing):
+    """A save through a helper of this very module is one problem, reported at the helper's own save.
+    So is one through a function that trains (steps, scales or updates what it is handed), builds the
+    checkpoint itself and is handed every object it leaves out (`train(model, optimizer, scaler)`
+    saving `{model, optimizer}`): that function has them as step state, and the report is made where
+    its checkpoint is built. (A saver that only writes what it is handed does not know the run has a
+    scaler: the report stays at its call.)"""
     if save.via is None or not save.via.where:
         return False
     if os.path.basename(save.via.where.rsplit(":", 1)[0]) != os.path.basename(model.source.path):
-        return False
+        if save.via.stored or not save.via.contents:
+            return False  # it writes what this module built: the report is here
+        callee = model.roles.project.callee(save.node, save.site.scope) if model.roles.project is not None else None
+        if callee is None or not any(e.action in _TRAINING for e in callee.effects):
+            return False
+        handed = {k for a in save.node.args for k in model.keys_in(a.value, save.site.scope)}
+        return all(key in handed for _, key in missing)
     return any(e.via is None and e.site.scope.name == save.via.via for e in model.of_kind(CHECKPOINT_SAVE))
+
+
+_TRAINING = (effects.UPDATE, effects.SCALER_UPDATE, effects.SCALED_BACKWARD, effects.SCHEDULER_STEP)
 
 
 def _entry(model, kind, key):
@@ -96,8 +124,8 @@ def _entry(model, kind, key):
 
 def _add_entries(model, checkpoint, missing):
     entries = [_entry(model, kind, key) for kind, key in missing]
-    if any(name in checkpoint.entries for name, _ in entries):
-        return None
+    if any(name in checkpoint.entries for name, _ in entries) or any(key in model.state.held_scalers for _, key in missing):
+        return None  # (an Accelerator's scaler may be None where it runs: no fix of ours has run against one)
     title = "Add " + ", ".join(f'"{n}"' for n, _ in entries) + " to the checkpoint"
     newline = model.source.newline
     if checkpoint.name is not None:

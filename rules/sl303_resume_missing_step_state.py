@@ -25,6 +25,15 @@ scaler.load_state_dict(checkpoint["scaler"])
 global_step = checkpoint["global_step"]
 ```
 
+The GradScaler of an Accelerator built with `mixed_precision="fp16"` is step state too, though the
+script never names it: a resume by hand (not `accelerator.load_state`) restores it with
+`accelerator.scaler.load_state_dict(...)`. It is reported without a fix, and only when the code shows
+fp16 (`mixed_precision="fp16"`, or the module's parser defaulting `--mixed-precision` to "fp16"; not
+for `Accelerator(**kwargs)`). A counter the code
+sets back to 0 at each pass over the data (the index of a batch in its epoch) needs no restoring.
+A warm start is no resume: an optimizer state loaded from another run, after which the code puts
+back the learning rates it read before the load, starts a new run with a fresh scaler.
+
 ## Fix safety
 Safe, where the module saves the missing state under a key: the fix reads it back right after the
 optimizer's state, from the same checkpoint, and only when the checkpoint holds it
@@ -63,6 +72,8 @@ def check(model):
     for load in loads:
         if load.role.kind != OPTIMIZER or (load.via is not None and load.via.via in restoring_here):
             continue
+        if load.via is None and model.state.warm_start(load):
+            continue  # another run's optimizer state under this run's own learning rates: no resume
         state = model.state.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
@@ -70,7 +81,7 @@ def check(model):
         if not missing or identity in reported:
             continue  # (two optimizers restored in one place are one resume)
         reported.add(identity)
-        listed = ", ".join(f"`{key.split(':', 1)[1]}`" for _, key in missing)
+        listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
         message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
         yield Finding(load.node, message, _restore(model, load, missing, saved) if load.via is None else None)
@@ -80,6 +91,8 @@ def _restore(model, load, missing, saved):
     """Read the missing state back right after the optimizer's, tolerating checkpoints written before
     the entry existed (and an object that is `None` in this run)."""
     argument = load.node.args[0].value
+    if any(key in model.state.held_scalers for _, key in missing):
+        return None  # (an Accelerator's scaler may be None where it runs: no fix of ours has run against one)
     if not (isinstance(argument, cst.Subscript) and isinstance(argument.value, (cst.Name, cst.Attribute))):
         return None
     source = model.text.of(argument.value)

@@ -35,10 +35,12 @@ for i, batch in enumerate(loader):
 The cadence may be kept in a flag (`should_eval = step % n == 0`, then `if should_eval:`), and a
 window count may be derived from the batch index (`step = i // accum`, tested every batch: repeats).
 
-Silent for cadences inside the window block on an update counter, in loops without accumulation, and
+Silent for cadences inside the window block on an update counter, in loops without accumulation
+(a cadence over a call of the training step that also runs on every pass closes no window), and
 on a batch index the code shows to be the data position by design (the loop resumes at a stored batch,
-`enumerate(loader, start=resumed + 1)`, or the learning rate is computed from it): counter and
-consumers then agree on batches.
+`enumerate(loader, start=resumed + 1)`, the learning rate is computed from it, or it is made a
+position among the run's batches, `(epoch - 1) * len(loader) + i + 1`): counter and consumers then
+agree on batches.
 
 ## Fix safety
 No fix: which counter the cadence meant, and where in the window it belongs, is the author's call;

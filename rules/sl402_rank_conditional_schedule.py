@@ -28,7 +28,8 @@ if rank == 0:
 Logging, checkpointing and evaluation may stay on one rank; only the schedule state must advance
 everywhere. A counter that feeds only a save cadence may stay on one rank too, unless that cadence
 waits for every rank (`accelerator.wait_for_everyone()`, `dist.barrier()`): the other ranks never
-reach the wait, and the run hangs.
+reach the wait, and the run hangs. The counter of a retry loop around a save (advanced only in its
+`except`, inside the `while` its own test bounds) counts failed writes, not steps: silent.
 
 ## Fix safety
 Safe: the statement moves out of the rank condition, to just before it when it comes first in the

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # A premise: (claim, row, column), 1-based, in the diagnostic's file.
 Premise = Tuple[str, int, int]
-_UNIT_WORDS = {"batches": "batches", "windows": "attempted updates", "updates": "committed updates", "data": "samples or tokens", "epochs": "epochs", "unknown": "an unknown unit"}
+_UNIT_WORDS = {"batches": "batches", "windows": "attempted updates", "updates": "committed updates", "data": "samples or tokens", "epochs": "epochs", "runs": "the runs of the block it gates", "unknown": "an unknown unit"}
 
 
 def skip_reason(update: Event) -> str:

@@ -34,3 +34,38 @@ def test_an_unknown_unit_is_a_configuration_error_naming_the_key_and_the_file(tm
     done = steplint("check", ".", cwd=tmp_path)
     assert done.returncode == 2
     assert "units.global_step" in done.stderr and "pyproject.toml" in done.stderr and "iterations" in done.stderr
+
+
+ATTEMPT_NAMES = '''import torch
+
+
+def train(model, loader, optimizer, scaler, accum, save_every):
+    for i, batch in enumerate(loader):
+        scaler.scale(model(batch).mean() / accum).backward()
+        if (i + 1) % accum == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+            if (i + 1) % save_every == 0:
+                torch.save({"model": model.state_dict(), "step": i}, f"ckpt-{i}.pt")
+
+
+def train_plain(model, loader, optimizer, scaler, save_every):
+    for i, batch in enumerate(loader):
+        scaler.scale(model(batch).mean()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        if (i + 1) % save_every == 0:
+            torch.save({"model": model.state_dict(), "step": i}, f"ckpt-{i}.pt")
+'''
+
+
+def test_the_hf_trainer_recipe_explains_checkpoints_named_in_attempts_not_in_micro_batches(tmp_path):
+    """Declared, the attempt-counting convention explains a checkpoint named after the attempts of a loop
+    without accumulation; under accumulation the name counts micro-batches, which no recipe explains."""
+    (tmp_path / "train.py").write_text(ATTEMPT_NAMES)
+    rows = lambda: sorted(d["location"]["row"] for d in json.loads(steplint("check", "--select", "SL301", "--output-format", "json", ".", cwd=tmp_path).stdout))
+    assert rows() == [12, 22]
+    (tmp_path / "steplint.toml").write_text('recipe = "hf-trainer"\n')
+    assert rows() == [12]

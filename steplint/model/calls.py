@@ -79,7 +79,10 @@ def call_events(model, context) -> List[Event]:
 
 
 def _handed(argument):
-    """What an argument hands the callee: `scaler if amp else None` hands the scaler, or nothing."""
+    """What an argument hands the callee: `scaler if amp else None` hands the scaler, or nothing; a
+    literal `None` hands nothing (`load_checkpoint(pretrained, net, None)` restores no optimizer)."""
+    if isinstance(argument, cst.Name) and argument.value == "None":
+        return None
     if isinstance(argument, cst.IfExp):
         for value, other in ((argument.body, argument.orelse), (argument.orelse, argument.body)):
             if isinstance(other, cst.Name) and other.value == "None" and isinstance(value, (cst.Name, cst.Attribute)):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
+from steplint.model.schedules import sized_by_its_loops_batches
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
 from steplint.suppress import intent_basis
@@ -160,18 +161,20 @@ class Counters:
             count += 1
         return count if all(any(holds(h, r) for h in following[:count]) for r in readers) else None
 
-    @staticmethod
-    def recipe_counts_attempts(update: Event) -> bool:
+    def recipe_counts_attempts(self, update: Event) -> bool:
         """accelerate and DeepSpeed skip the prepared scheduler with the update and count their steps
-        in attempts by convention (as HF Trainer does): checkpoint names, cadences and the end of the
-        run in attempts are that recipe, not a bug; only a schedule computed from the counter is."""
-        return update.strategy in ("accelerate", "deepspeed")
+        in attempts by convention (as HF Trainer does), and plain code that follows the convention
+        declares it (`recipe = "hf-trainer"`): checkpoint names, cadences and the end of the run in
+        attempts are that recipe, not a bug; only a schedule computed from the counter is."""
+        return update.strategy in ("accelerate", "deepspeed") or self.model.settings.recipe == "hf-trainer"
 
     def feeds(self, increment: Event) -> Set[str]:
         """What an update counter feeds: schedule, lr, checkpoint, eval, stop. A counter that is
         also the data position (`sample_start = step * batch_size`) is saved to resume the data
         where it was, in batches, skipped updates included: that checkpoint entry is not a feed."""
         derived = self.derived_keys(increment)
+        if self.model.roles.key(increment.subject, increment.site.scope) in self.retry_counters:
+            return frozenset()
         feeds: Set[str] = set()
         for k in derived:
             feeds |= self._fed_by_key.get(k, set())
@@ -208,6 +211,87 @@ class Counters:
                 if key and self._reset_outside(key, loop, scope):
                     found.add(key)
         return found
+
+    @cached_property
+    def retry_counters(self) -> Dict[str, Event]:
+        """Counters advanced only in an `except` handler, inside a `while` loop their own test bounds
+        (`while tries < 10: try: save(...); break` / `except OSError: tries += 1`) -> one increment.
+        They count the failures of what the `try` attempts, not steps: they feed nothing of the run."""
+        by_key: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key:
+                by_key[key].append(increment)
+        return {key: increments[0] for key, increments in by_key.items() if all(map(self._retried, increments))}
+
+    def _retried(self, increment: Event) -> bool:
+        loop, site = increment.site.loop, increment.site
+        key = self.model.roles.key(increment.subject, site.scope)
+        if not isinstance(loop, cst.While) or key is None or not self.model.mentions(loop.test, site.scope, key):
+            return False
+        return any(isinstance(getattr(block, "owner", None), cst.ExceptHandler) for block, _ in site.trail)
+
+    @cached_property
+    def reset_each_pass(self) -> Set[str]:
+        """Counters the code sets back to a literal before each pass over the data, in the function
+        that advances them: in an outer loop around the loop that advances them (`for epoch ...: n = 0`,
+        then `for batch in loader: n += 1`), or first in a function that makes one pass over data it is
+        handed (`def train_one_epoch(self, loader): self.local_step = 0`, then `for data in loader:`),
+        with nothing else setting it there, and that this module calls only from inside loops (once
+        per epoch). Other functions may advance the same counter if they reset it the same way (an
+        evaluation pass run once by hand). They index a batch in its epoch: a value a resume restored
+        would be overwritten when the next pass starts, so they are no step state to store."""
+        by_key: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key:
+                by_key[key].append(increment)
+        found = set()
+        for key, increments in by_key.items():
+            passes = [self._reset_before_its_pass(i) for i in increments]
+            if all(passes) and any(p == "epoch" for p in passes):
+                found.add(key)
+        return found
+
+    def _reset_before_its_pass(self, increment: Event) -> Optional[str]:
+        """"epoch" when the counter is set back before each pass of an outer loop; "pass" when it is set
+        back first in a function that makes one pass over data it is handed but whose calls are not
+        all in loops (an evaluation run once by hand); else None."""
+        loop, scope = increment.site.loop, increment.site.scope
+        key = self.model.roles.key(increment.subject, scope)
+        if not isinstance(loop, cst.For) or key is None:
+            return None
+        if self._reset_outside(key, loop, scope):
+            return "epoch"
+        if len(increment.site.loops) != 1:
+            return None
+        params = {self.model.roles.key(p.name, scope) for p in scope.params}
+        if params.isdisjoint(self.model.keys_in(loop.iter, scope)):
+            return None  # not a pass over data the caller hands in
+        writes = [
+            (node, site) for node, site in self.model.statements_of(scope)
+            if isinstance(node, (cst.Assign, cst.AnnAssign)) and any(self.model.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute)))
+        ]
+        resets = [site for node, site in writes if isinstance(node.value, cst.Integer) and not site.loops and not site.guards and site.order < increment.order]
+        increments = {id(e.node) for e in self.model.of_kind(COUNTER_INCREMENT)}  # `n = n + 1` is one too
+        if not resets or not all(isinstance(node.value, cst.Integer) or id(node) in increments for node, _ in writes):
+            return None
+        return "epoch" if self._called_in_loops(scope) else "pass"
+
+    def _called_in_loops(self, scope: Scope) -> bool:
+        """The function is called in this module, and only from inside loops (`for epoch ...:
+        self.train_one_epoch(loader)`): each call is one pass of an outer loop."""
+        if scope.parent is not None or scope.name == "<module>":
+            return False
+        method, name = scope.class_name is not None, scope.name.rsplit(".", 1)[-1]
+        sites = []
+        for call, site in self.model.structure.calls:
+            func = call.func
+            if method and isinstance(func, cst.Attribute) and func.attr.value == name and site.scope.self_name is not None and dotted(func.value) == site.scope.self_name and site.scope.class_name == scope.class_name:
+                sites.append(site)
+            elif not method and isinstance(func, cst.Name) and func.value == name and site.scope.owner_of(name) is None:
+                sites.append(site)
+        return bool(sites) and all(site.loops for site in sites)
 
     def _lengths_of(self, data: Set[str], scope: Scope) -> Set[str]:
         """Names a scope sets from the length of the data (`num_iters = len(loader) // accum`)."""
@@ -262,21 +346,27 @@ class Counters:
 
     def resume_keys(self) -> Set[str]:
         """Update counters a resumed run needs back: they set the LR or the end of the run. (One that
-        only names checkpoints or paces evaluation restarts harmlessly, or lives on in the file name.)"""
+        only names checkpoints or paces evaluation restarts harmlessly, or lives on in the file name;
+        one the code sets back to 0 at each pass over the data is the index of a batch in its epoch.)"""
         def compute():
             keys = set()
             for event in self.model.of_kind(COUNTER_INCREMENT):
                 if self.feeds(event) & {"schedule", "lr", "stop"}:
                     keys.add(self.model.roles.key(event.subject, event.site.scope))
-            return keys
+            return keys - self.reset_each_pass
         return self.model.remember(("resume_keys",), compute)
 
     def schedule_basis(self, event: Event) -> str:
-        """What a scheduler call counts: its `# steplint: schedule=` comment, else the setting."""
-        if not self.model.remember(("intent comments",), lambda: "steplint:" in self.model.source.text):  # none: no need to place the call
-            return self.model.settings.schedule_basis
-        first, last = self.model.text.rows(event.site.statement)
-        return intent_basis(self.model.source, range(first, last + 1)) or self.model.settings.schedule_basis
+        """What a scheduler call counts: its `# steplint: schedule=` comment; else batches when it is
+        built from the number of batches its loop runs (an LR range test); else the setting."""
+        if self.model.remember(("intent comments",), lambda: "steplint:" in self.model.source.text):  # none: no need to place the call
+            first, last = self.model.text.rows(event.site.statement)
+            declared = intent_basis(self.model.source, range(first, last + 1))
+            if declared:
+                return declared
+        if event.kind == SCHEDULER_STEP and sized_by_its_loops_batches(self.model, event) is not None:
+            return "batches"
+        return self.model.settings.schedule_basis
 
     def per_update_scheduler(self, event: Event) -> bool:
         """A scheduler call that advances one step per call and that the user, not a framework, drives."""

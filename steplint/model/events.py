@@ -185,6 +185,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
             if kind == SCALER and stepped is not None:
                 skips = role.enabled is not False
                 return Event(SKIPPABLE_STEP if skips else OPTIMIZER_STEP, call, site, obj, role, optimizer=stepped, strategy=SCALER)
+            if kind == OPTIMIZER and any(roles.is_(a.value, scope, SCALER) for a in call.args):
+                return None  # `opt.step("gen", scaler=scaler)`: a project wrapper's step that runs the scaler; no torch optimizer takes one
             if kind == OPTIMIZER and role.skips:  # apex dynamic loss scaling, or declared in configuration
                 return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
@@ -234,6 +236,12 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
         if name in _LOG_CALLS:
             return Event(LOG, call, site, func)
     return None
+
+
+def sets_scale(event: Event) -> bool:
+    """`scaler.update(new_scale)`: sets the loss scale by hand (a reset or a bump on a cadence). It
+    reads no inf check, so it is not the update that ends a window's step."""
+    return event.kind == SCALER_UPDATE and isinstance(event.node, cst.Call) and bool(event.node.args)
 
 
 def writes_media(call: cst.Call) -> bool:

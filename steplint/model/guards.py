@@ -20,7 +20,7 @@ import libcst as cst
 
 from steplint.model.events import OPTIMIZER_STEP, SCALE_READ, SKIPPABLE_STEP, Event
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, last_name, literal, names_in, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -287,10 +287,13 @@ class Guards:
         # A cadence test that guards the update is the window boundary, and so is a second test of
         # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
         windows = set()
+        by_loop: Dict[int, List[Event]] = {}
+        for step in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
+            by_loop.setdefault(id(step.site.loop), []).append(step)
         for step in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
             for guard in step.site.guards:
                 kinds = self._kinds[id(guard.test)]
-                if MODULO in kinds:
+                if MODULO in kinds and not _also_every_pass(step, guard, by_loop[id(step.site.loop)]):
                     self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
                     windows.add((id(step.site.scope), self.condition(guard.test)[0]))
         if windows:
@@ -304,6 +307,64 @@ class Guards:
                 kinds = self._kinds[id(guard.test)]
                 if WINDOW_BOUNDARY in kinds and self._divides_by_one_only(guard.test, site.scope):
                     self._kinds[id(guard.test)] = kinds - {WINDOW_BOUNDARY, MODULO}
+
+    @cached_property
+    def switched_on_calls(self) -> Set[str]:
+        """"callee|keyword" for the keywords this module's calls pass a value that may be true (anything
+        but False, None, 0, ""): `Trainer(..., step_every_batch=args.fine)` gives `Trainer|step_every_batch`."""
+        found = set()
+        for call, _ in self.model.structure.calls:
+            callee = dotted(call.func)
+            for arg in call.args:
+                value = literal(arg.value) if arg.keyword is not None and callee else None
+                if value is ... or value:
+                    found.add(f"{callee}|{arg.keyword.value}")
+        return found
+
+    def off_by_default(self, site: Site) -> Optional[Guard]:
+        """A guard of `site` that tests a flag off by default that nothing turns on: a parameter
+        defaulting to False (or None, 0), read directly or kept in `self.x = flag`, that no call of the
+        module (to any callee), nor any call of the project that may reach this module, passes by keyword
+        with a value that may be true, nor this module by position (`step_every_batch=False`, never
+        given). What it guards does not run."""
+        project = self.model.roles.project
+        switched_on = {pair.rsplit("|", 1)[1] for pair in self.switched_on_calls} | set(project.switched_on if project is not None else ())
+        for guard in site.guards:
+            if guard.negated or guard.early_exit or not isinstance(guard.test, (cst.Name, cst.Attribute)):
+                continue
+            parameters = self._flag_parameters(guard.test, site.scope)
+            if parameters and not any(name in switched_on or self._passed_by_position(scope, name) for scope, name in parameters):
+                return guard
+        return None
+
+    def _flag_parameters(self, test: cst.BaseExpression, scope: Scope) -> List[tuple]:
+        """(scope, parameter) pairs whose falsy default is all the flag ever holds; [] when it holds anything else."""
+        key = self.model.roles.key(test, scope)
+        if key is None:
+            return []
+        found = []
+        for node, site in self.model.statements_in(scope, key):
+            if key not in {self.model.roles.key(t, site.scope) for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute))}:
+                continue
+            value = getattr(node, "value", None)
+            if not (isinstance(node, cst.Assign) and isinstance(value, cst.Name) and _falsy_default(site.scope, value.value)):
+                return []
+            found.append((site.scope, value.value))
+        if isinstance(test, cst.Name) and _falsy_default(scope, test.value):
+            found.append((scope, test.value))
+        return found
+
+    def _passed_by_position(self, scope: Scope, name: str) -> bool:
+        """A call of the function (its class, for `__init__`) in this module passes the parameter by position."""
+        params = [p.name.value for p in scope.params]
+        method = scope.class_name is not None
+        index = params.index(name) - (1 if method else 0)
+        callee = scope.class_name if method and scope.name.endswith(".__init__") else scope.name.rsplit(".", 1)[-1]
+        for call, _ in self.model.structure.calls:
+            positional = [a for a in call.args if a.keyword is None]
+            if last_name(call.func) == callee and (len(positional) > index or any(a.star == "*" for a in positional)):
+                return True
+        return False
 
     def _divides_by_one_only(self, test: cst.BaseExpression, scope: Scope) -> bool:
         """The test is one comparison of `step % accum` (or `(step + 1) % accum`) with `accum` 1 as written."""
@@ -344,3 +405,27 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
 def _prefixes(name: str) -> List[str]:
     parts = name.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _also_every_pass(step: "Event", guard: Guard, steps: List["Event"]) -> bool:
+    """The same update (same call, same optimizer) also runs in the same loop outside `guard`: every
+    pass attempts an update, so the cadence runs something extra (an evaluation pass through the
+    training helper), it does not close a window. `steps`: the updates of the step's loop."""
+    def same(other: "Event") -> bool:
+        return all(
+            (a is None and b is None) or (a is not None and b is not None and dotted(a) is not None and dotted(a) == dotted(b))
+            for a, b in ((step.subject, other.subject), (step.optimizer, other.optimizer))
+        )
+    return any(
+        other is not step and other.site.loop is step.site.loop and step.site.loop is not None and same(other)
+        and all(g.test is not guard.test for g in other.site.guards)
+        for other in steps
+    )
+
+
+def _falsy_default(scope: Scope, name: str) -> bool:
+    """`name` is a parameter of `scope` whose default is False, None or 0."""
+    for param in scope.params:
+        if param.name.value == name:
+            return param.default is not None and literal(param.default) in (False, None, 0)
+    return False

@@ -116,3 +116,22 @@ def _switched_off(value: cst.BaseExpression) -> bool:
         given = keyword(value, "enabled")
         enabled = False if given is None else literal(given)
     return enabled is False
+
+
+def command_line_default(model, expr: cst.BaseExpression) -> object:
+    """The default the module's argument parser gives `args.mixed_precision`: the `default=` of its one
+    `add_argument("--mixed-precision", ...)` (or `dest="mixed_precision"`), as a literal; `...` when
+    the module shows none, or more than one."""
+    if not isinstance(expr, cst.Attribute):
+        return ...
+    name = expr.attr.value
+    defaults = []
+    for call, _ in model.structure.calls:
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+            continue
+        dest = literal(keyword(call, "dest"))
+        flags = [literal(a) for a in positional(call)]
+        if dest == name or dest is ... and any(isinstance(f, str) and f.lstrip("-").replace("-", "_") == name for f in flags):
+            default = keyword(call, "default")
+            defaults.append(literal(default) if default is not None else None)
+    return defaults[0] if len(defaults) == 1 else ...

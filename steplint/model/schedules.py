@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from steplint.model.events import Event
+from steplint.model.events import EARLY_EXIT, Event
 from steplint.model.roles import CONSTRUCTOR, SCHEDULER
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
@@ -53,6 +53,11 @@ class Assignments:
 
 
 def assignments(model: "ModuleModel") -> Assignments:
+    """The module's Assignments, built once per module."""
+    return model.remember(("schedule assignments",), lambda: _assignments(model))
+
+
+def _assignments(model: "ModuleModel") -> Assignments:
     by_target: Dict[Tuple[int, str], List[Tuple[cst.CSTNode, Site]]] = {}
     schedulers: Dict[str, List[Tuple[cst.Call, Site]]] = {}
     for node, site in model.structure.statements:
@@ -92,9 +97,11 @@ def length_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
 
 def loop_iterable(loop) -> Optional[cst.BaseExpression]:
     """`loader` of `for ... in enumerate(tqdm(loader))`."""
-    if not isinstance(loop, cst.For):
-        return None
-    iterable = loop.iter
+    return unwrapped(loop.iter) if isinstance(loop, cst.For) else None
+
+
+def unwrapped(iterable: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`loader` of `enumerate(tqdm(loader))`: what the wrappers iterate, when it is a name."""
     while isinstance(iterable, cst.Call) and last_name(iterable.func) in _WRAPPERS and positional(iterable):
         iterable = positional(iterable)[0]
     return iterable if dotted(iterable) is not None else None
@@ -128,6 +135,35 @@ def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: 
     if len(lengths) != 1:
         return None
     return ScheduleLength(call, argument, lengths[0], site)
+
+
+def sized_by_its_loops_batches(model: "ModuleModel", event: Event) -> Optional[cst.BaseExpression]:
+    """The bound a scheduler is built from when it is also the number of batches its loop runs: the
+    loop over `enumerate(loader)` stops when the index reaches `n` (`if i + 1 == n: break`), and the
+    constructor, or what it reads in the same function, reads `n` (`gamma = (hi / lo) ** (1 / (n - 1))`,
+    an LR range test). Such a schedule is laid out over batches: stepped per batch, it is the recipe."""
+    loop = event.site.loop
+    if not isinstance(loop, cst.For):
+        return None
+    known = assignments(model)
+    built = constructor_of(model, known, event)
+    if built is None or built[1].scope is not event.site.scope:
+        return None
+    read = {dotted(n) for n in _expanded(known, built[0], built[1], depth=3) if isinstance(n, (cst.Name, cst.Attribute))}
+    indices = model.counters.batch_indices(loop, counters=False)
+    for exit_ in model.events_in(event.site.scope, EARLY_EXIT):
+        if exit_.site.loop is not loop or not isinstance(exit_.node, cst.Break):
+            continue
+        for guard in exit_.site.guards:
+            test = guard.test
+            if guard.negated or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+                continue
+            if not isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+                continue
+            bound = test.comparisons[0].comparator
+            if indices & model.keys_in(test.left, event.site.scope) and isinstance(bound, (cst.Name, cst.Attribute)) and dotted(bound) in read:
+                return bound
+    return None
 
 
 def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:

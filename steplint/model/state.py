@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
-from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER
-from steplint.model.syntax import dotted, last_name, literal, walk_expressions
+from steplint.model.precision import command_line_default
+from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER
+from steplint.model.syntax import dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class State:
                 if isinstance(sub, (cst.Name, cst.Attribute)):
                     key = self.model.roles.key(sub, scope)
                     role = self.model.roles.roles.get(key or "")
-                    kind = role.kind if role else ("counter" if key in counters else None)
+                    kind = role.kind if role else (SCALER if key in self.held_scalers else "counter" if key in counters else None)
                     if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                         found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
                     elif kind is None and isinstance(sub, cst.Name):
@@ -97,6 +98,68 @@ class State:
             argument = argument_for(call, position, parameter) if not any(a.star for a in call.args) else None
             passed.append(set(self.model.keys_in(argument, site.scope)) if argument is not None else set())
         return set.intersection(*passed) if passed else set()
+
+    @cached_property
+    def held_scalers(self) -> Dict[str, str]:
+        """Keys of the GradScalers an Accelerator in fp16 holds (`accelerator.scaler`), for the
+        Accelerators whose prepared optimizers the module steps -> how the code shows fp16. The scaler is
+        never a name of the script, but a checkpoint written by hand (not `save_state`) must store it
+        all the same. fp16 shows as `mixed_precision="fp16"`, or as the default of the module's argument
+        parser for the option it is given (`--mixed-precision`, `default="fp16"`); an Accelerator whose
+        precision the code does not show (`Accelerator(**kwargs)`, `accelerate config`) holds none."""
+        found: Dict[str, str] = {}
+        for step in self.model.of_kind(SKIPPABLE_STEP):
+            role = step.role
+            if step.strategy != "accelerate" or role is None or not role.accelerator:
+                continue
+            if role.mixed_precision == "fp16":
+                how = "the fp16 Accelerator"
+            elif role.mixed_precision == PRECISION_FROM_EXPRESSION and command_line_default(self.model, self._precision_given(role.accelerator, step.site.scope)) == "fp16":
+                how = "the Accelerator, fp16 by the command line's default"
+            else:
+                continue
+            key = self.model.roles.key(cst.parse_expression(f"{role.accelerator}.scaler"), step.site.scope)
+            if key:
+                found[key] = how
+        return found
+
+    def _precision_given(self, accelerator: str, scope: "Scope") -> Optional[cst.BaseExpression]:
+        """The `mixed_precision=` expression of the Accelerator constructor assigned to `accelerator`."""
+        key = self.model.roles.key(cst.parse_expression(accelerator), scope)
+        for node, site in self.model.statements_in(scope, key) if key else ():
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and self.model.roles.qualified(node.value.func, site.scope) in ACCELERATOR_CLASSES:
+                if any(self.model.roles.key(t.target, site.scope) == key for t in node.targets):
+                    return keyword(node.value, "mixed_precision")
+        return None
+
+    def warm_start(self, load: Event) -> bool:
+        """An optimizer load that puts back the learning rates read before it (`lrs = [g["lr"] for g in
+        opt.param_groups]`, load, then `g["lr"] = lr` for each group): the run starts from another
+        run's optimizer state with its own schedule, it does not resume; its scaler starts fresh."""
+        scope = load.site.scope
+        kept = set()  # names holding what the param groups held before the load
+        for node, site in self.model.statements_of(scope):
+            if site.order >= load.order:
+                break
+            if isinstance(node, cst.Assign) and any(isinstance(sub, cst.Attribute) and sub.attr.value == "param_groups" for sub in walk_expressions(node.value)):
+                kept.update(self.model.roles.key(t.target, scope) for t in node.targets)
+        kept.discard(None)
+        if not kept:
+            return False
+        for node, site in self.model.statements_of(scope):
+            if site.order <= load.order or not (isinstance(node, cst.Assign) and any(_is_lr_entry(t.target) for t in node.targets)):
+                continue
+            read = set(self.model.keys_in(node.value, scope))
+            for loop in site.loops:
+                read |= self.model.keys_in(loop.iter, scope) if isinstance(loop, cst.For) else set()
+            if not kept.isdisjoint(read):
+                return True
+        return False
+
+    def describe_held(self, key: str) -> str:
+        """A step state's name for a message: `scheduler`, or `accelerator.scaler` (the GradScaler ...)."""
+        name = f"`{key.split(':', 1)[1]}`"
+        return name + f" (the GradScaler of {self.held_scalers[key]})" if key in self.held_scalers else name
 
     @cached_property
     def saved_under(self) -> Dict[str, str]:
@@ -330,6 +393,8 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             else:
                 continue
             ranked.setdefault((kind, key), len(ranked))
+        for key in sorted(model.state.held_scalers):
+            ranked.setdefault(("scaler", key), len(ranked))
         for key in sorted(k for k in model.counters.resume_keys() if k):
             ranked.setdefault(("counter", key), len(ranked))
         found: Dict[str, list] = {}
@@ -338,6 +403,14 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
         return found
 
     return model.remember(("step_state_by_owner",), compute)
+
+
+def _is_lr_entry(target: cst.BaseExpression) -> bool:
+    """`group["lr"]`."""
+    if not (isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)):
+        return False
+    index = target.slice[0].slice.value
+    return isinstance(index, cst.SimpleString) and index.evaluated_value == "lr"
 
 
 def _advances_a_schedule(statement: cst.BaseStatement) -> bool:

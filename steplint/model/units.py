@@ -28,7 +28,8 @@ import libcst as cst
 
 from steplint.model.counters import DATA_SIZE
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
-from steplint.model.syntax import dotted, walk_expressions
+from steplint.model.schedules import loop_iterable, unwrapped
+from steplint.model.syntax import assignment_targets, dotted, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
 
 BATCHES = "batches"  # one per item of the data loader (a micro-batch under accumulation)
@@ -36,6 +37,7 @@ WINDOWS = "windows"  # one per attempted update
 UPDATES = "updates"  # one per committed update
 DATA = "data"  # samples or tokens: where the data stands
 EPOCHS = "epochs"
+RUNS = "runs"  # the runs of the block it gates (saves made on a timer): no step at all
 UNKNOWN = "unknown"
 
 # What `# steplint: counter=...` and `[tool.steplint.units]` accept, and the unit each means.
@@ -69,7 +71,7 @@ class CounterUnit:
     def by_design(self) -> bool:
         """Counts what the data loader gives (batches, samples, epochs), shown by the code or declared:
         consumers that follow it are in that unit too, and skipped updates are counted on purpose."""
-        return self.unit in DATA_UNITS and bool(self.evidence)
+        return self.unit in DATA_UNITS + (RUNS,) and bool(self.evidence)
 
     @property
     def shown_by(self) -> Optional[Evidence]:
@@ -122,6 +124,13 @@ class Units:
         return _enumerate_indices(self.model)
 
     @cached_property
+    def data_offsets(self) -> Dict[str, List[Evidence]]:
+        """Counter key -> evidence that it locates the data: its remainder starts a loop
+        (`start_it = it % per_epoch`, then `for i in range(start_it, per_epoch)`), so a resumed run
+        continues the epoch's batches where the counter says."""
+        return _data_offsets(self.model)
+
+    @cached_property
     def data_products(self) -> Set[str]:
         """Keys assigned a product with a batch or sequence size (`images_seen = n * batch_size`)."""
         return _data_products(self.model)
@@ -162,15 +171,18 @@ class Units:
             return []
         return [c for c in self.consumers_of(increment) if c.unit == UPDATES and not self.reads_only_data_position(c, increment)]
 
-    def counts_in_other_units(self, increment: Event, consumer: Consumer) -> bool:
+    def counts_in_other_units(self, increment: Event, consumer: Consumer, unit: CounterUnit) -> bool:
         """The consumer expects, by what the code shows, a unit of the data (batches, samples, epochs), or
-        reads the counter only as a data position: a counter that counts attempts is right for it."""
+        reads the counter only as a data position: a counter that counts attempts is right for it (a
+        counter of windows is not right for a consumer sized in batches)."""
+        if consumer.unit == BATCHES and unit.unit == WINDOWS:
+            return False
         return consumer.unit in DATA_UNITS or self.reads_only_data_position(consumer, increment)
 
     @staticmethod
     def describe(unit: CounterUnit) -> str:
         """The evidence for a counter's unit, for a message: `counts batches (set to ...; named ...)`."""
-        words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", UNKNOWN: "an unknown unit"}
+        words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", RUNS: "the runs of the block it gates", UNKNOWN: "an unknown unit"}
         reasons = "; ".join(e.why for e in unit.evidence[:2])
         return f"counts {words[unit.unit]}" + (f" ({reasons})" if reasons else "")
 
@@ -183,7 +195,13 @@ def _counter_unit(model, key: str) -> CounterUnit:
     declared = _declared(model, key, increments)
     if declared is not None:
         return CounterUnit(declared.unit, (declared,), declared=True)
-    found: List[Evidence] = []
+    retried = model.counters.retry_counters.get(key)
+    if retried is not None:
+        return CounterUnit(RUNS, (Evidence(RUNS, retried.node, f"advanced only when the `try` in `{model.text.of(retried.site.loop.test)}` fails: it counts retries"),))
+    found: List[Evidence] = [e for e in map(lambda i: _own_test(model, key, i), increments) if e is not None]
+    if increments and len(found) == len(increments):
+        return CounterUnit(RUNS, tuple(found[:1]))
+    found = []
     for increment in increments:
         update = model.passes.attempt_for(increment, before_only=False)
         if model.guards.gated(increment.site, update):
@@ -198,10 +216,46 @@ def _counter_unit(model, key: str) -> CounterUnit:
         if key in model.units.data_products or key in model.counters.data_positions:
             found.append(Evidence(BATCHES, increments[0].node, "multiplied by a batch size: its product is where the data stands"))
         found.extend(model.units.batch_keyed.get(key, ()))
+        found.extend(model.units.data_offsets.get(key, ()))
+        found.extend(_position_by_length(model, key, scope))
+        if key in model.counters.reset_each_pass:
+            found.append(Evidence(BATCHES, increments[0].node, "set back to 0 before each pass over the data: the index of a batch in its epoch"))
         name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
         if _DATA_NAME.search(name):
             found.append(Evidence(BATCHES, increments[0].node, f"named `{name}`", name_only=True))
     return _decide(found)
+
+
+def _own_test(model, key: str, increment: Event) -> Optional[Evidence]:
+    """The increment runs only under a test that compares the counter with a value the loop
+    recomputes each pass (`if elapsed // interval >= saves: save(...); saves += 1`): the counter
+    counts how often that block ran, not steps. (A bound fixed for the loop, `if n < warmup: n += 1`,
+    is a counter that stops, still counting steps until it does.)"""
+    loop = increment.site.loop
+    for guard in increment.site.guards:
+        test = guard.test
+        if guard.early_exit or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            continue
+        sides = (test.left, test.comparisons[0].comparator)
+        mine = [side for side in sides if key in model.keys_in(side, increment.site.scope)]
+        if len(mine) != 1 or not isinstance(mine[0], (cst.Name, cst.Attribute)):
+            continue
+        other = sides[1] if mine[0] is sides[0] else sides[0]
+        if loop is not None and _recomputed_in(model, other, increment.site.scope, loop):
+            return Evidence(RUNS, increment.node, f"advanced only when `{model.text.of(test)}` holds: it counts the runs of that block")
+    return None
+
+
+def _recomputed_in(model, expr: cst.BaseExpression, scope, loop) -> bool:
+    """The expression calls something, or reads a name assigned in `loop` (a value that changes each pass)."""
+    if any(isinstance(s, cst.Call) for s in walk_expressions(expr)):
+        return True
+    keys = model.keys_in(expr, scope)
+    return any(
+        loop in site.loops and any(model.roles.key(t, scope) in keys for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute)))
+        for node, site in model.statements_of(scope)
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+    )
 
 
 def _decide(found: List[Evidence]) -> CounterUnit:
@@ -267,6 +321,40 @@ def _recomputed(model, key: str, scope) -> List[Evidence]:
     return found
 
 
+def _position_by_length(model, key: str, scope) -> List[Evidence]:
+    """The counter, or the value it starts from (`global_step = start_step + 1`), divided by the number
+    of batches of an epoch (`start_epoch = start_step // len(loader)`): the code reads it as a position
+    in the data's batches."""
+    divided = _length_dividends(model)
+    if key in divided:
+        return [Evidence(BATCHES, divided[key], f"divided by the batches of an epoch (`{model.text.of(divided[key])}`): a position in the data")]
+    for node, site in model.statements_in(scope, key):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and model.roles.key(node.targets[0].target, site.scope) == key:
+            for start in model.keys_in(node.value, site.scope) & set(divided):
+                why = f"set from `{model.text.of(node.value)}`, which the code divides by the batches of an epoch (`{model.text.of(divided[start])}`)"
+                return [Evidence(BATCHES, node, why)]
+    return []
+
+
+def _length_dividends(model) -> Dict[str, cst.BinaryOperation]:
+    """Keys of `x` in `x // len(loader)` or `x % len(loader)`, for a loader a loop iterates."""
+    def compute():
+        iterated = _iterated(model)
+        found: Dict[str, cst.BinaryOperation] = {}
+        for node, site in model.structure.statements:
+            for sub in walk_expressions(node):
+                if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, (cst.FloorDivide, cst.Modulo))):
+                    continue
+                right = sub.right
+                if isinstance(right, cst.Call) and dotted(right.func) == "len" and len(right.args) == 1 and dotted(right.args[0].value) in iterated:
+                    if isinstance(sub.left, (cst.Name, cst.Attribute)):
+                        key = model.roles.key(sub.left, site.scope)
+                        if key:
+                            found.setdefault(key, sub)
+        return found
+    return model.remember(("length dividends",), compute)
+
+
 def _enumerate_indices(model) -> Dict[str, cst.Call]:
     """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
     found = {}
@@ -291,7 +379,60 @@ def _index_unit(model, key: str) -> CounterUnit:
     for consumer in model.units.consumers.get(key, ()):
         if consumer.label == "lr":
             found.append(Evidence(BATCHES, consumer.node, f"the learning rate is computed from it (`{model.text.of(consumer.node)}`)"))
+    position = _run_position(model, key, call)
+    if position is not None:
+        found.append(Evidence(BATCHES, position, f"made a position in the run's batches (`{model.text.of(position)}`)"))
     return CounterUnit(BATCHES, tuple(found))
+
+
+def _run_position(model, key: str, call: cst.Call) -> Optional[cst.BinaryOperation]:
+    """`(epoch - 1) * len(loader) + i + 1`: the batch index added to a count of whole passes over the
+    loader it enumerates, which is the index's place among all the run's batches."""
+    loader = unwrapped(call)
+    name = dotted(loader) if loader is not None else None
+    header = model.structure.site_of.get(id(call))  # the loop header's site
+    if name is None or header is None:
+        return None
+    for node, site in model.statements_in(header.scope, key):
+        for sub in walk_expressions(node):
+            if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Add)):
+                continue
+            parts = _addends(sub)
+            passes = [p for p in parts if isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Multiply) and any(
+                isinstance(s, cst.Call) and dotted(s.func) == "len" and len(s.args) == 1 and dotted(s.args[0].value) == name for s in walk_expressions(p))]
+            if passes and any(model.roles.key(p, site.scope) == key for p in parts if isinstance(p, cst.Name)):
+                return sub
+    return None
+
+
+def _addends(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The terms of a sum: `a * b + i + 1` -> [a * b, i, 1]."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return _addends(expr.left) + _addends(expr.right)
+    return [expr]
+
+
+def _data_offsets(model) -> Dict[str, List[Evidence]]:
+    found: Dict[str, List[Evidence]] = defaultdict(list)
+    remainders: Dict[Tuple[int, str], cst.BinaryOperation] = {}  # (scope, name) -> the `counter % n` it holds
+    for node, site in model.structure.statements:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and _is_remainder(node.value):
+            remainders[(id(site.scope), node.targets[0].target.value)] = node.value
+    for loop, site in model.structure.for_loops:
+        if not (isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range" and len(loop.iter.args) >= 2):
+            continue
+        start = loop.iter.args[0].value
+        remainder = start if _is_remainder(start) else remainders.get((id(site.scope), start.value)) if isinstance(start, cst.Name) else None
+        if remainder is None:
+            continue
+        for key in model.keys_in(remainder.left, site.scope):
+            found[key].append(Evidence(BATCHES, loop.iter, f"a loop resumes the data at its remainder (`{model.text.of(remainder)}`, `{model.text.of(loop.iter)}`)"))
+    return found
+
+
+def _is_remainder(expr: cst.BaseExpression) -> bool:
+    """`counter % length`, the counter a plain name or attribute."""
+    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo) and isinstance(expr.left, (cst.Name, cst.Attribute))
 
 
 def _data_products(model) -> Set[str]:
@@ -346,6 +487,7 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
         for k in keys:
             index[k].append(consumer)
 
+    batch_totals = _totals_in_batches(model)
     for event in model.events:
         scope = event.site.scope
         if event.kind == SCHEDULER_STEP:
@@ -363,12 +505,12 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
         for guard in event.site.guards:
             if label == "stop" and guard.early_exit:
                 continue
-            unit, evidence = _budget_unit(model, guard.test, totals) if label == "stop" else (None, None)
+            unit, evidence = _test_unit(model, guard.test, label, totals, batch_totals)
             add(label, guard.test, scope, unit, evidence)
         if event.kind == CHECKPOINT_SAVE:
             add(label, event.node, scope)
     for loop, site in model.structure.while_loops:
-        unit, evidence = _budget_unit(model, loop.test, totals)
+        unit, evidence = _test_unit(model, loop.test, "stop", totals, batch_totals)
         add("stop", loop.test, site.scope, unit, evidence)
     return index
 
@@ -426,15 +568,74 @@ def _totals_in_updates(model) -> Dict[str, cst.BaseExpression]:
     return found
 
 
-def _budget_unit(model, test: cst.BaseExpression, totals: Dict[str, cst.BaseExpression]):
-    """A stop test against a total in updates (`step >= max_train_steps`, set from `ceil(len(loader) / accum)`);
-    a stop on a cadence (`if quick and done % 20 == 0: break`) cuts the data short, it is no budget."""
+def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cst.BaseExpression], batch_totals: Dict[str, cst.BaseExpression]):
+    """The unit a test that gates a consumer (a stop, an evaluation, a save) is sized in, when the code
+    shows one: a stop against a total in updates (`step >= max_train_steps`, set from
+    `ceil(len(loader) / accum)`); a stop on a cadence (`if quick and done % 20 == 0: break`) cuts the
+    data short, it is no budget; a cadence or budget sized in the data's batches
+    (`step % (n_train // (5 * batch_size)) == 0`, `step >= epochs * len(loader)`) counts batches."""
     subs = list(walk_expressions(test))
-    ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
-    if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
-        return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text.of(test)}`) cuts the data short; it is no update budget")
+    if label == "stop":
+        ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
+        if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
+            return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text.of(test)}`) cuts the data short; it is no update budget")
+        for name in _names(test):
+            if name in totals:
+                why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
+                return UPDATES, Evidence(UPDATES, test, why)
     for name in _names(test):
-        if name in totals:
-            why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
-            return UPDATES, Evidence(UPDATES, test, why)
+        if name in batch_totals:
+            return BATCHES, Evidence(BATCHES, test, f"`{name}` is a number of batches: `{model.text.of(batch_totals[name])}`")
+    iterated = _iterated(model)
+    for sub in subs:
+        if isinstance(sub, cst.BinaryOperation) and _in_batches(sub, iterated):
+            return BATCHES, Evidence(BATCHES, test, f"`{model.text.of(sub)}` is a number of batches")
     return None, None
+
+
+# Names of a window's length: a count divided by one is in updates, not batches.
+_WINDOW_LENGTH = re.compile(r"accum|grad_acc|update_freq|micro", re.I)
+
+
+def _totals_in_batches(model) -> Dict[str, cst.BaseExpression]:
+    """Names set to a number of batches computed from the data: `len(loader)` of a loader the code
+    iterates (times epochs, or a literal fraction of it), or a count of samples divided by the batch
+    size (`n_train // (5 * batch_size)`), with no window length in it; and names computed from one."""
+    iterated = _iterated(model)
+    found: Dict[str, cst.BaseExpression] = {}
+    assignments = [(dotted(n.targets[0].target), n.value) for n, _ in model.structure.statements if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    for text, value in assignments:
+        if text and _in_batches(value, iterated):
+            found.setdefault(text, value)
+    for text, value in assignments:  # one level through names: `total = epochs * iters_per_epoch`
+        if text and text not in found and any(n in found for n in _names(value)) and not _divided(value) and not _is_data_product(value):
+            found[text] = value
+    return found
+
+
+def _in_batches(expr: cst.BaseExpression, iterated: Set[str]) -> bool:
+    """A count divided by a batch size (`n_train // (5 * batch_size)`, `len(dataset) // batch_size * epochs`),
+    or `len(loader)` of a loader a loop iterates (times a count, or divided by a literal), with no
+    window length in it (a count divided by the window is in updates)."""
+    if _WINDOW_LENGTH.search(" ".join(_names(expr))):
+        return False
+    subs = list(walk_expressions(expr))
+    divisions = [s for s in subs if isinstance(s, cst.BinaryOperation) and isinstance(s.operator, (cst.FloorDivide, cst.Divide))]
+    by_batch = [d for d in divisions if re.search(r"batch", " ".join(_names(d.right)), re.I)]
+    if by_batch:
+        return all(d in by_batch or isinstance(d.right, cst.Integer) for d in divisions)
+    loader_lengths = [s for s in subs if isinstance(s, cst.Call) and dotted(s.func) == "len" and len(s.args) == 1 and dotted(s.args[0].value) in iterated]
+    if not loader_lengths or _is_data_product(expr):
+        return False
+    return all(isinstance(d.right, cst.Integer) for d in divisions)
+
+
+def _divided(expr: cst.BaseExpression) -> bool:
+    return any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, (cst.FloorDivide, cst.Divide)) for s in walk_expressions(expr))
+
+
+def _iterated(model) -> Set[str]:
+    """Names of what the module's `for` loops iterate (`for x in tqdm(enumerate(loader))` iterates `loader`)."""
+    def compute():
+        return {dotted(iterable) for iterable in (loop_iterable(loop) for loop, _ in model.structure.for_loops) if iterable is not None}
+    return model.remember(("iterated",), compute)

@@ -37,6 +37,7 @@ class ModuleContext:
     caller_updates: Dict[str, List[str]] = field(default_factory=dict)  # function -> parameters whose scaler a caller updates
     called: List[str] = field(default_factory=list)  # functions of the module that some function of the project calls
     called_elsewhere: List[str] = field(default_factory=list)  # ... that a function of another module calls
+    switched_on: List[str] = field(default_factory=list)  # keywords some call of the project passes a value that may be true
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

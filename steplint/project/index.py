@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import replace
+from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
 from steplint.project import summary as s
@@ -192,7 +193,36 @@ class ProjectIndex:
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
         called = sorted(name for name in module.functions if (path, name) in self._called)
         elsewhere = sorted(name for name in module.functions if (path, name) in self._called_elsewhere)
-        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere)
+        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())))
+
+    @cached_property
+    def _switched_on(self) -> Dict[str, Set[str]]:
+        """Module path -> keywords that some call of the project may pass a true value to one of its
+        functions or classes: the callee's module when the call resolves, else every module that
+        defines a function or class of the callee's last name."""
+        defining: Dict[str, Set[str]] = {}
+        for path, module in self.modules.items():
+            for name in module.functions:
+                defining.setdefault(name.split(".")[0], set()).add(path)  # `Trainer.__init__` defines `Trainer`
+                defining.setdefault(name.rsplit(".", 1)[-1], set()).add(path)
+        found: Dict[str, Set[str]] = {}
+        for path, module in self.modules.items():
+            for pair in module.switched_on:
+                callee, keyword = pair.rsplit("|", 1)
+                target = self._definition(path, callee) or self._through_star(path, callee)
+                for where in [target[0]] if target else defining.get(callee.rsplit(".", 1)[-1], ()):
+                    found.setdefault(where, set()).add(keyword)
+        return found
+
+    def _through_star(self, path: str, name: str) -> Optional[Tuple[str, str]]:
+        """(module path, name) of a plain name a module gets through its own `from pkg.mod import *`."""
+        if "." in name:
+            return None
+        for star in self.modules[path].star_modules:
+            for inner, attribute in self._modules_for(path, f"{star}.{name}" if not star.endswith(".") else star + name):
+                if attribute == name and (name in self.modules[inner].functions or _defines_class(self.modules[inner], name)):
+                    return inner, name
+        return None
 
 
 def dotted_names(paths) -> Dict[str, str]:

@@ -68,7 +68,9 @@ def _star_name(scope: Scope, which: str) -> Optional[str]:
 
 
 def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
-    summary = s.ModuleSummary(relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules))
+    summary = s.ModuleSummary(
+        relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules), switched_on=sorted(model.guards.switched_on_calls)
+    )
     lines = _definition_lines(model.source.text)
     functions: Dict[int, s.FunctionSummary] = {}
     for scope in model.structure.scopes:

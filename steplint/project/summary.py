@@ -23,7 +23,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 1  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 2  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -58,6 +58,7 @@ class ModuleSummary:
     functions: Dict[str, FunctionSummary] = field(default_factory=dict)
     attribute_classes: Dict[str, Dict[str, str]] = field(default_factory=dict)  # class -> attr -> its class or the callee that built it
     star_modules: List[str] = field(default_factory=list)  # modules it imports with `*` (a package re-exporting them)
+    switched_on: List[str] = field(default_factory=list)  # "callee|keyword": a call passes the keyword a value that may be true
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
@@ -68,5 +69,6 @@ class ModuleSummary:
             f["calls"] = [CallRecord(**c) for c in f["calls"]]
             functions[name] = FunctionSummary(**f)
         return ModuleSummary(
-            data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ()))
+            data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ())),
+            list(data.get("switched_on", ())),
         )
