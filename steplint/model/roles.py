@@ -62,6 +62,9 @@ DEEPSPEED_INITIALIZE = "deepspeed.initialize"
 FOREIGN_MODULES = ("sklearn.", "scipy.", "gym.", "gymnasium.", "numpy.", "diffusers.schedulers", "torchdiffeq.")
 FOREIGN_DIFFUSERS = re.compile(r"^diffusers\.\w*Scheduler\w*$")
 
+# Methods only a loss scaler has (torch's GradScaler API): with one of them, `x.step(optimizer)` is a scaler's.
+_SCALER_ONLY_METHODS = frozenset({"scale", "unscale_", "get_scale", "_check_inf_per_device", "_found_inf_per_device"})
+
 _SCHEDULER_NAME = re.compile(r"(^|_)(lr_?)?(sched|scheduler|schedulers)(_|\d|$)", re.I)
 # Schedules of something other than the learning rate: an EMA decay warmup, a noise or beta schedule.
 _OTHER_SCHEDULE = re.compile(r"ema|noise|beta|sigma|momentum|temp|teacher|wd|weight_decay|decay|timestep|diffusion|kl|dropout|mask", re.I)
@@ -177,6 +180,7 @@ class RoleTable:
         for function, parameters in (self.project.parameter_roles if self.project else {}).items():
             for name, kind in parameters.items():  # what the callers elsewhere in the project pass
                 self._set(f"{function}:{name}", Role(kind, USE))
+        self._scaler_calls = self._keys_calling(_SCALER_ONLY_METHODS)
         for _ in range(4):  # flow through assignments and calls converges in a few rounds
             changed = False
             for node, site in self.structure.statements:
@@ -396,6 +400,14 @@ class RoleTable:
             role = role if role is not None and role.kind == kind else Role(kind, USE)
             yield out, replace(role, evidence=max(role.evidence, USE), skips=booster.skips) if kind == OPTIMIZER and booster.skips else role
 
+    def _keys_calling(self, methods: frozenset) -> set:
+        """Keys of the objects on which the module calls one of `methods`."""
+        return {
+            self.key(call.func.value, site.scope)
+            for call, site in self.structure.calls
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in methods
+        }
+
     def _use(self, call: cst.Call, scope: Scope) -> bool:
         func = call.func
         changed = False
@@ -408,7 +420,10 @@ class RoleTable:
             if method == "backward" and isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute) and obj.func.attr.value == "scale":
                 changed |= self._set(self.key(obj.func.value, scope), Role(SCALER, USE))
             elif method in ("step", "unscale_") and len(args) == 1:
-                if self.is_(args[0], scope, OPTIMIZER) and (self.of(obj, scope) is None):
+                # `x.step(optimizer)` alone is the shape of many wrappers (a toolkit's accelerator, a
+                # trainer); `x` is a scaler when it also does what only a scaler does.
+                shown = method == "unscale_" or self.key(obj, scope) in self._scaler_calls
+                if shown and self.is_(args[0], scope, OPTIMIZER) and (self.of(obj, scope) is None):
                     changed |= self._set(self.key(obj, scope), Role(SCALER, USE))
                 if self.is_(obj, scope, SCALER):
                     changed |= self._set(self.key(args[0], scope), Role(OPTIMIZER, USE))
