@@ -353,8 +353,27 @@ class Counters:
             for event in self.model.of_kind(COUNTER_INCREMENT):
                 if self.feeds(event) & {"schedule", "lr", "stop"}:
                     keys.add(self.model.roles.key(event.subject, event.site.scope))
-            return keys - self.reset_each_pass
+            return keys - self.reset_each_pass - self.reset_in_their_loop
         return self.model.remember(("resume_keys",), compute)
+
+    @cached_property
+    def reset_in_their_loop(self) -> Set[str]:
+        """Counters set back to a literal inside the loop that advances them (`bad += 1` on a
+        non-finite loss, `bad = 0` on a good one): a streak or a position in a window, which starts
+        over by itself; a resumed run does not need it back."""
+        found = set()
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            loop, scope = increment.site.loop, increment.site.scope
+            key = self.model.roles.key(increment.subject, scope)
+            if loop is None or key is None:
+                continue
+            for node, site in self.model.statements_of(scope):
+                if (
+                    isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer) and loop in site.loops
+                    and any(self.model.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute)))
+                ):
+                    found.add(key)
+        return found
 
     def schedule_basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment; else batches when it is
