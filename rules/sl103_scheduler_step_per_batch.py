@@ -1,6 +1,8 @@
 """## What it does
 Under gradient accumulation, finds a scheduler, or an update counter that feeds a schedule, that
 advances every batch while the optimizer updates once per window (`if (i + 1) % accum == 0:`).
+One that runs under a cadence test of its own (`if step % accum == 0:` beside accelerate's
+`accumulate` window) does not run every batch and is left alone.
 
 ## Why is this bad?
 The schedule is written in updates; stepping it per micro-batch runs it `accum` times too fast. A
@@ -54,6 +56,8 @@ def check(model):
         update = model.windows.update_outside(event)
         if update is None or model.guards.gated(event.site, update):
             continue
+        if model.windows.cadence(event.site, boundaries=True) is not None:
+            continue  # under a test of its own (`if step % accum == 0:` beside accelerate's window): not every batch
         name = model.text.of(event.subject)
         if event.kind == SCHEDULER_STEP:
             if not model.counters.per_update_scheduler(event):

@@ -20,14 +20,12 @@ from steplint.engine import analyse_source
 from steplint.evidence import skip_reason
 from steplint.model import (
     CHECKPOINT_SAVE, COMMIT_GATE, COUNTER_INCREMENT, GUESSED_GATE, OPTIMIZER_STEP, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD,
-    WINDOW_BOUNDARY, Event,
+    Event,
     ModuleModel,
 )
 from steplint.effects import UPDATE
 from steplint.model.events import CALL, EVALUATION, HELPER_STATE
 from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER
-from steplint.model.counters import is_cadence
-from steplint.model.structure import Guard
 from steplint.model.units import BATCHES, DATA, UPDATES, WINDOWS, CounterUnit, Evidence
 from steplint.model.windows import argument_boundary, modulo_boundary
 from steplint.rule import one_line
@@ -315,7 +313,7 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
     boundary, or each pass of a loop without one), per batch (each pass of an accumulating loop), or
     outside the loop (per epoch)."""
     site = event.site
-    cadence = _cadence(model, site, loop)
+    cadence = model.windows.cadence(site, loop) if _in(loop, site) else None
     if event.role is not None and event.role.prepared:
         stepped = "by accelerate"
     elif not _in(loop, site):
@@ -339,21 +337,6 @@ def _scheduler(model: ModuleModel, event: Event, loop, update: Event) -> dict:
         "basis": model.counters.schedule_basis(event),
         "position": "metric" if event.role is not None and event.role.metric else "told" if event.explicit_position else "counted",
     }
-
-
-def _cadence(model: ModuleModel, site, loop) -> Optional[Guard]:
-    """The innermost cadence test (`n % k == 0`, `n == k`) the statement runs under inside `loop`,
-    other than the window boundary: a scheduler stepped at evaluation time, say."""
-    if not _in(loop, site):
-        return None
-    first, last = model.text.rows(loop if loop is not None else site.scope.node)
-    for guard in reversed(site.guards):
-        rows = model.text.rows(guard.statement)
-        if not (first < rows[0] <= last):
-            break
-        if is_cadence(guard.test) and guard not in model.guards.of_kind(site, WINDOW_BOUNDARY):
-            return guard
-    return None
 
 
 def _checkpoint(model: ModuleModel, save: Event) -> dict:

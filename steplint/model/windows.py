@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from steplint.model.counters import is_cadence
 from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
@@ -373,6 +374,20 @@ class Windows:
             or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
             for g in other.guards
         )
+
+    def cadence(self, site: Site, loop=None, boundaries: bool = False) -> Optional[Guard]:
+        """The innermost cadence test (`n % k == 0`, `n == k`) a statement runs under inside `loop` (its
+        innermost loop by default; its function's body for a statement in no loop), other than a window
+        boundary unless `boundaries`: an evaluation's cadence, a scheduler stepped every k batches."""
+        region = loop if loop is not None else site.loop if site.loop is not None else site.scope.node
+        first, last = self.model.text.rows(region)
+        windows = self.model.guards.of_kind(site, WINDOW_BOUNDARY)
+        for guard in reversed(site.guards):
+            if not first < self.model.text.rows(guard.statement)[0] <= last:
+                break
+            if is_cadence(guard.test) and (boundaries or guard not in windows):
+                return guard
+        return None
 
     def update_outside(self, event: Event) -> Optional[Event]:
         """An update of this iteration that runs once per window while `event` runs every batch."""
