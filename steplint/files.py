@@ -6,8 +6,6 @@ import codecs
 import errno
 import os
 import stat
-import subprocess
-import tempfile
 import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
@@ -106,6 +104,8 @@ def write_text(path: str, file: TextFile, text: str) -> None:
         original = os.stat(target)
         if original.st_nlink == 1:
             where = "its folder"
+            import tempfile  # (only runs that write pay for its imports)
+
             handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
             where = "the file"
             with os.fdopen(handle, "wb") as out:
@@ -250,6 +250,8 @@ def _info_exclude(root: str) -> Optional[str]:
 @lru_cache(maxsize=None)
 def _global_excludes_file() -> Optional[str]:
     """git's core.excludesFile, by default $XDG_CONFIG_HOME/git/ignore (~/.config/git/ignore)."""
+    import subprocess
+
     try:
         done = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], capture_output=True, text=True, timeout=10)
         if done.stdout.strip():
