@@ -216,7 +216,7 @@ def _analyse(
 ) -> Tuple["ModuleModel", List[Diagnostic]]:
     from steplint.model import build_model, model_for
 
-    model = model_for(kept_model, project, settings) if kept_model is not None else None
+    model = model_for(kept_model, source, project, settings) if kept_model is not None else None
     if model is None:
         model = build_model(source, module, settings, project)
     return model, _findings(source, model, rules, settings)

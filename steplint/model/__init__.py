@@ -255,12 +255,13 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
 _MODEL_SETTINGS = ("roles", "schedule_basis", "units", "recipe", "fix_gate")
 
 
-def model_for(model: ModuleModel, project, settings) -> Optional[ModuleModel]:
-    """`model` (built with keep_walk) as build_model would build it again with `project` and
-    `settings`, or None when it would differ: the project index models a module the run lints, and
-    its lint takes that model when the project tells it nothing its build read."""
-    if not _builds_alike(model, project, settings):
+def model_for(model: ModuleModel, source: Source, project, settings) -> Optional[ModuleModel]:
+    """`model` (built with keep_walk) as build_model would build it again from `source` with
+    `project` and `settings`, or None when it would differ: the project index models a module the run
+    lints, and its lint takes that model when the project tells it nothing its build read."""
+    if model.source.text != source.text or not _builds_alike(model, project, settings):
         return None
+    model.source.python_tree = source.python_tree  # (the index does not keep its own: the lint made one)
     walked = _WALKED.pop(id(model.module), None)
     if walked is not None and walked[0] is model.module:
         restore_children(walked[3])

@@ -244,8 +244,8 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     try:
         if keep_as is None:
             return summarize(build_model(Source(relative, text), cst.parse_module(parser_text(text)), settings, roles), relative)
-        # (the source as the lint names it: its lint may take this model)
-        model = build_model(Source(keep_as, text, python_tree), parse_and_keep(keep_as, text), settings, roles, keep_walk=True)
+        # (the source as the lint names it: its lint may take this model; without Python's tree, which the lint has)
+        model = build_model(Source(keep_as, text), parse_and_keep(keep_as, text), settings, roles, keep_walk=True)
         keep_model(keep_as, model)
         return summarize(model, relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
