@@ -6,6 +6,7 @@ import codecs
 import errno
 import os
 import stat
+import tempfile
 import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
@@ -104,8 +105,6 @@ def write_text(path: str, file: TextFile, text: str) -> None:
         original = os.stat(target)
         if original.st_nlink == 1:
             where = "its folder"
-            import tempfile  # (only runs that write pay for its imports)
-
             handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
             where = "the file"
             with os.fdopen(handle, "wb") as out:
