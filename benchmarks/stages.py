@@ -40,7 +40,7 @@ def main(paths):
     from steplint.config import Settings
     from steplint.engine import lint_source, needs_analysis
     from steplint.project.build import index_for_run
-    from steplint.report import FORMATS
+    from steplint.report import renderer
 
     files = sorted(p for root in map(Path, paths) for p in (root.rglob("*.py") if root.is_dir() else [root]))
     texts = {str(p): p.read_text(encoding="utf-8", errors="replace") for p in files}
@@ -56,7 +56,7 @@ def main(paths):
         began = time.perf_counter()
         found.extend(lint_source(path, text, settings, project.context_for(path) if project else None))
         costs.append((time.perf_counter() - began, path, text.count("\n")))
-    FORMATS["full"](found, texts)
+    renderer("full")(found, texts)
     profiler.disable()
     total = time.perf_counter() - start
     lines = sum(text.count("\n") for text in texts.values())

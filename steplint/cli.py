@@ -25,7 +25,7 @@ from steplint.engine import (
 from steplint.files import FileError, NotRegularFile, decode_source, discover, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
-from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES, SHOWS_EVIDENCE
+from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES, SHOWS_EVIDENCE, renderer
 from steplint.rule import all_rules, fix_word, rule_text
 from steplint.source import Source
 from steplint.suppress import add_noqa_edits, comments
@@ -423,11 +423,13 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, show_evidence, add_noqa, n
             pool.start(import_analysis)
         texts = _readable_texts(files)
         analysed = {p for p, text in texts.items() if needs_analysis(text)}
-        from steplint.project.build import MAX_FILE_BYTES
+        project = None
+        if analysed:  # (else no index: nothing to import for it)
+            from steplint.project.build import MAX_FILE_BYTES
 
-        # (Texts that may be over the index's byte limit are left for it to read, and skip, itself.)
-        small = {p: text for p, text in texts.items() if len(text) * 4 <= MAX_FILE_BYTES}
-        project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed])
+            # (Texts that may be over the index's byte limit are left for it to read, and skip, itself.)
+            small = {p: text for p, text in texts.items() if len(text) * 4 <= MAX_FILE_BYTES}
+            project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed])
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         pool.close()
@@ -549,10 +551,10 @@ def _watch(ctx: click.Context, paths) -> None:
 def _render(output_format: str, diagnostics: List[Diagnostic], sources: Dict[str, str], mode: Mode) -> str:
     """The report in the format; `[*]` marks what `--fix` would apply under this run's --unsafe-fixes."""
     if output_format in MARKS_FIXES:
-        return FORMATS[output_format](diagnostics, sources, unsafe_fixes=mode.unsafe_fixes)
+        return renderer(output_format)(diagnostics, sources, unsafe_fixes=mode.unsafe_fixes)
     if output_format in SHOWS_EVIDENCE:
-        return FORMATS[output_format](diagnostics, sources, show_evidence=mode.show_evidence)
-    return FORMATS[output_format](diagnostics, sources)
+        return renderer(output_format)(diagnostics, sources, show_evidence=mode.show_evidence)
+    return renderer(output_format)(diagnostics, sources)
 
 
 def _exit_status(diagnostics: List[Diagnostic], found: bool, exit_zero: bool, fixed_and_asked: bool) -> int:
@@ -610,7 +612,7 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         if mode.fix or mode.add_noqa:
             _write_stdout(raw)
         undecodable = [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else []
-        click.echo(FORMATS[output_format](undecodable, {path: ""}), nl=False, err=mode.fix or mode.add_noqa)
+        click.echo(renderer(output_format)(undecodable, {path: ""}), nl=False, err=mode.fix or mode.add_noqa)
         sys.exit(_exit_status(undecodable, bool(undecodable), exit_zero, False))
     text = source.text
     if notebook.is_notebook(path):

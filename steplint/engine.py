@@ -114,7 +114,7 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
     if sys.getrecursionlimit() < _NESTING_RECURSION_LIMIT:
         sys.setrecursionlimit(_NESTING_RECURSION_LIMIT)
     try:
-        module = _parsed(path, text)
+        module, kept_model = _taken(path, text)
     except cst.ParserSyntaxError as error:
         # Python parses it but LibCST does not: syntax newer than LibCST's grammar.
         message = f"{_without_prefix(error.message)} (steplint's parser, LibCST, does not support this syntax yet)"
@@ -124,7 +124,7 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
     except RecursionError:
         return None, [_unparsable(source, 1, 0, "too deeply nested for steplint's parser")] if SYNTAX_ERROR in rules else []
     try:
-        return _analyse(source, module, rules, settings, project)
+        return _analyse(source, module, rules, settings, project, kept_model)
     except Exception as error:
         if not _from_recursion(error):
             raise
@@ -166,8 +166,9 @@ def unanalysed_reason(path: str) -> Optional[str]:
     return _UNANALYSED.pop(path, None)
 
 
-# Modules the project index parsed for files this run lints next (in this process, or in a pool forked
-# from it): each such file is parsed once per run. path -> (text, module); the lint takes its entry.
+# Modules the project index parsed and modelled for files this run lints next (in this process, or in a
+# pool forked from it): each such file is parsed once per run, and modelled once when the project tells
+# its model nothing new. path -> (text, module, model or None); the lint takes its entry.
 _KEPT: Dict[str, tuple] = {}
 
 
@@ -179,15 +180,23 @@ def parse_and_keep(path: str, text: str) -> cst.Module:
     if kept is not None and kept[0] == text:
         return kept[1]
     module = cst.parse_module(parser_text(text))
-    _KEPT[path] = (text, module)
+    _KEPT[path] = (text, module, None)
     return module
 
 
-def _parsed(path: str, text: str) -> cst.Module:
+def keep_model(path: str, model: "ModuleModel") -> None:
+    """Keep the model the index built of `path`'s kept module (built with keep_walk) for its lint."""
+    kept = _KEPT.get(path)
+    if kept is not None and kept[1] is model.module:
+        _KEPT[path] = (kept[0], kept[1], model)
+
+
+def _taken(path: str, text: str) -> tuple:
+    """(module, model or None) kept for the lint of `path`, else (a new parse, None)."""
     import libcst as cst
 
     kept = _KEPT.pop(path, None)
-    return kept[1] if kept is not None and kept[0] == text else cst.parse_module(parser_text(text))
+    return kept[1:] if kept is not None and kept[0] == text else (cst.parse_module(parser_text(text)), None)
 
 
 def _from_recursion(error: BaseException) -> bool:
@@ -202,10 +211,14 @@ def _from_recursion(error: BaseException) -> bool:
     return False
 
 
-def _analyse(source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None) -> Tuple["ModuleModel", List[Diagnostic]]:
-    from steplint.model import build_model
+def _analyse(
+    source: Source, module: cst.Module, rules: Dict[str, Rule], settings: Settings, project=None, kept_model: Optional["ModuleModel"] = None,
+) -> Tuple["ModuleModel", List[Diagnostic]]:
+    from steplint.model import build_model, model_for
 
-    model = build_model(source, module, settings, project)
+    model = model_for(kept_model, source, project, settings) if kept_model is not None else None
+    if model is None:
+        model = build_model(source, module, settings, project)
     return model, _findings(source, model, rules, settings)
 
 

@@ -6,7 +6,6 @@ import codecs
 import errno
 import os
 import stat
-import subprocess
 import tempfile
 import tokenize
 from dataclasses import dataclass
@@ -253,6 +252,8 @@ def _info_exclude(root: str) -> Optional[str]:
 @lru_cache(maxsize=None)
 def _global_excludes_file() -> Optional[str]:
     """git's core.excludesFile, by default $XDG_CONFIG_HOME/git/ignore (~/.config/git/ignore)."""
+    import subprocess
+
     try:
         done = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], capture_output=True, text=True, timeout=10)
         if done.stdout.strip():

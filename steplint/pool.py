@@ -9,15 +9,16 @@ while the others waited) or each file was parsed twice.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import pickle
 import signal
 import threading
 from collections import deque
-from multiprocessing.connection import Connection, wait
 
 from steplint import interrupt
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
+
+if TYPE_CHECKING:  # (multiprocessing is imported when workers start: a run without them never needs it)
+    from multiprocessing.connection import Connection
 
 # Fewer tasks than this are done in the calling process: starting workers costs more.
 PARALLEL_FROM_TASKS = 16
@@ -74,6 +75,8 @@ class Pool:
 
         for worker in range(self.size):
             feed(worker)
+        from multiprocessing.connection import wait
+
         while following < len(calls):
             connections = {self._workers[w][1]: w for w in busy}
             if not connections:
@@ -109,6 +112,8 @@ class Pool:
             self._workers = [self._worker() for _ in range(self.size)]
 
     def _worker(self) -> tuple:
+        import multiprocessing
+
         # Forked from a process with threads (the server's engine thread), a worker can inherit a
         # lock held by another thread and wait forever: there, workers start afresh.
         context = multiprocessing.get_context() if threading.current_thread() is threading.main_thread() else multiprocessing.get_context("spawn")

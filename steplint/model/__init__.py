@@ -75,6 +75,9 @@ class ModuleModel:
     settings: object  # steplint.config.Settings: the default schedule basis, the fix-gate style
     events: List[Event] = field(default_factory=list)
     in_group_loop: Set[int] = field(default_factory=set)  # ids of event nodes inside `for opt in optimizers:`
+    # Functions whose callers' arguments a fact read, taking the project's word that no other module
+    # calls them (steplint.model.values): a model for another project must agree on those functions.
+    callers_read: Set[str] = field(default_factory=set)
     # Facts computed once per module and read many times (DESIGN.md: no fact recomputed per event).
     _memo: Dict[tuple, object] = field(default_factory=dict)
 
@@ -246,3 +249,41 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     if keep_walk:
         _WALKED[id(module)] = (module, imports, structure, current_children())
     return model
+
+
+# The settings a model reads (at its build, or in a fact it memoises): a model is reused only for equal ones.
+_MODEL_SETTINGS = ("roles", "schedule_basis", "units", "recipe", "fix_gate")
+
+
+def model_for(model: ModuleModel, source: Source, project, settings) -> Optional[ModuleModel]:
+    """`model` (built with keep_walk) as build_model would build it again from `source` with
+    `project` and `settings`, or None when it would differ: the project index models a module the run
+    lints, and its lint takes that model when the project tells it nothing its build read."""
+    if model.source.text != source.text or not _builds_alike(model, project, settings):
+        return None
+    model.source.python_tree = source.python_tree  # (the index does not keep its own: the lint made one)
+    walked = _WALKED.pop(id(model.module), None)
+    if walked is not None and walked[0] is model.module:
+        restore_children(walked[3])
+    model.roles.project = project  # (read afresh by the facts not computed yet: the same as a new build's)
+    model.settings = settings
+    return model
+
+
+def _builds_alike(model: ModuleModel, project, settings) -> bool:
+    """Whether build_model(project, settings) gives `model`, built with `model.roles.project`: the
+    same settings, the same roles for parameters, no call into a project function that acts or
+    returns a role (no call events, no role flowing), the events already in program order (a build
+    with a project sorts them), and the same answer for every function whose callers a fact asked."""
+    if any(getattr(model.settings, name) != getattr(settings, name) for name in _MODEL_SETTINGS):
+        return False
+    built_with = model.roles.project
+    contexts = [c for c in (built_with, project) if c is not None]
+    if (built_with.parameter_roles if built_with else {}) != (project.parameter_roles if project else {}):
+        return False
+    if any(callee.effects or callee.returns for context in contexts for callee in context.calls.values()):
+        return False
+    if any(a.order > b.order for a, b in zip(model.events, model.events[1:])):
+        return False
+    elsewhere = [set(c.called_elsewhere) if c is not None else set() for c in (built_with, project)]
+    return all((name in elsewhere[0]) == (name in elsewhere[1]) for name in model.callers_read)

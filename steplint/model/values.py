@@ -105,6 +105,7 @@ class _Values:
         if not (isinstance(expr.value, cst.Name) and expr.value.value in params and isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
             return None
         project = self.model.roles.project
+        self.model.callers_read.add(self.scope.name)
         if project is not None and self.scope.name in project.called_elsewhere:
             return None
         position, key = params.index(expr.value.value), index.value.evaluated_value

@@ -234,7 +234,7 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     later in the run, which then reuses this parse."""
     import libcst as cst  # (outside the try: its except clause names it)
 
-    from steplint.engine import analysis_bound, parse_and_keep
+    from steplint.engine import analysis_bound, keep_model, parse_and_keep
     from steplint.model import build_model
     from steplint.project.summarize import summarize
 
@@ -242,8 +242,12 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     if isinstance(python_tree, Exception) or analysis_bound(text, python_tree) is not None:
         return None  # its own lint says why it is not analysed (SL001, or a warning); the project knows nothing of it
     try:
-        module = parse_and_keep(keep_as, text) if keep_as is not None else cst.parse_module(parser_text(text))
-        return summarize(build_model(Source(relative, text), module, settings, roles, keep_walk=keep_as is not None), relative)
+        if keep_as is None:
+            return summarize(build_model(Source(relative, text), cst.parse_module(parser_text(text)), settings, roles), relative)
+        # (the source as the lint names it: its lint may take this model; without Python's tree, which the lint has)
+        model = build_model(Source(keep_as, text), parse_and_keep(keep_as, text), settings, roles, keep_walk=True)
+        keep_model(keep_as, model)
+        return summarize(model, relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
         return None  # the file's own lint reports it (SL001); the project just knows less of it
 
