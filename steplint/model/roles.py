@@ -36,6 +36,7 @@ CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
 PRECISION_FROM_EXPRESSION = "expression"  # mixed_precision=args.mixed_precision: may be fp16
 
 SCALER_CLASSES = {
+    "torch.GradScaler",
     "torch.amp.GradScaler",
     "torch.amp.grad_scaler.GradScaler",
     "torch.cuda.amp.GradScaler",
