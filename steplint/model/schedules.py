@@ -19,10 +19,10 @@ from steplint.model.events import EARLY_EXIT, Event
 from steplint.model.roles import CONSTRUCTOR, SCHEDULER
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
+from steplint.model.windows import ModuloBoundary, modulo_boundary
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
-    from steplint.model.windows import ModuloBoundary
 
 # Scheduler arguments that say how many times it will be stepped.
 LENGTH_KEYWORDS = ("num_training_steps", "total_steps", "T_max", "total_iters", "steps_per_epoch", "max_steps")
@@ -164,6 +164,17 @@ def sized_by_its_loops_batches(model: "ModuleModel", event: Event) -> Optional[c
             if indices & model.keys_in(test.left, event.site.scope) and isinstance(bound, (cst.Name, cst.Attribute)) and dotted(bound) in read:
                 return bound
     return None
+
+
+def sized_in_the_batches_it_steps_per(model: "ModuleModel", event: Event) -> bool:
+    """A scheduler stepped every batch while the optimizer updates once per window, whose length
+    counts the batches of that loop (`epochs * len(loader)`, no division by the window): the schedule
+    is laid out in batches and per-batch stepping is its recipe. (Stepped once per window instead, the
+    same length is SL107's mismatch.)"""
+    update = model.windows.update_outside(event)
+    guard = model.windows.boundary(update.site) if update is not None else None
+    boundary = modulo_boundary(model, guard) if guard is not None else None
+    return boundary is not None and schedule_length_in_batches(model, assignments(model), event, boundary) is not None
 
 
 def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
