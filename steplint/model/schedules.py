@@ -19,10 +19,10 @@ from steplint.model.events import EARLY_EXIT, Event
 from steplint.model.roles import CONSTRUCTOR, SCHEDULER
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
-from steplint.model.windows import ModuloBoundary, modulo_boundary
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
+    from steplint.model.windows import ModuloBoundary
 
 # Scheduler arguments that say how many times it will be stepped.
 LENGTH_KEYWORDS = ("num_training_steps", "total_steps", "T_max", "total_iters", "steps_per_epoch", "max_steps")
@@ -171,6 +171,8 @@ def sized_in_the_batches_it_steps_per(model: "ModuleModel", event: Event) -> boo
     counts the batches of that loop (`epochs * len(loader)`, no division by the window): the schedule
     is laid out in batches and per-batch stepping is its recipe. (Stepped once per window instead, the
     same length is SL107's mismatch.)"""
+    from steplint.model.windows import modulo_boundary  # windows imports counters, which imports this module
+
     update = model.windows.update_outside(event)
     guard = model.windows.boundary(update.site) if update is not None else None
     boundary = modulo_boundary(model, guard) if guard is not None else None
