@@ -52,10 +52,12 @@ def check(model):
     for clip in model.of_kind(CLIP):
         scaled = sorted((b for b in model.passes.in_iteration(clip, SCALED_BACKWARD) + _micro_batch_backwards(model, clip) if b.order < clip.order), key=lambda b: b.order)
         steps = [s for s in model.passes.in_iteration(clip, SKIPPABLE_STEP) if s.order > clip.order and s.strategy == SCALER]
-        if not scaled or not steps:
+        if not steps:
             continue
         update = steps[0]
-        unscaled = [u for u in model.passes.in_iteration(clip, UNSCALE) if scaled[-1].order < u.order < clip.order]
+        if not scaled and not _scaled_elsewhere_never_unscaled(model, clip, update):
+            continue
+        unscaled = [u for u in model.passes.in_iteration(clip, UNSCALE) if scaled and scaled[-1].order < u.order < clip.order]
         if unscaled:
             continue
         line = f"{model.text.of(update.subject)}.unscale_({model.text.of(update.optimizer)})"
@@ -67,6 +69,14 @@ def check(model):
             edit = insert_before(model, clip.site, line)
             fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
         yield Finding(clip.node, f"Clipping gradients that are still multiplied by the loss scale; call `{line}` first", fix)
+
+
+def _scaled_elsewhere_never_unscaled(model, clip, update):
+    """The backward is in another function (a trainer's `backward()` beside its `update()`): the
+    scaler the step goes through scales a backward somewhere in the module, and nothing in the module
+    ever unscales that scaler, so the gradients the clip reads are still scaled."""
+    backwards = [b for b in model.of_kind(SCALED_BACKWARD) if b.site.scope is not clip.site.scope and model.same_object(b, update)]
+    return bool(backwards) and not any(model.same_object(u, update) for u in model.of_kind(UNSCALE))
 
 
 def _micro_batch_backwards(model, clip):

@@ -101,6 +101,8 @@ def _unscale_then_skip(model, updates):
             continue  # each branch updates
         own = {id(g.test) for g in unscale.site.guards}
         skips = [g for g in later[0].site.guards if id(g.test) not in own]
+        if not skips:
+            continue  # the update is only in the other arm of the unscale's own test (an XLA branch beside the CUDA one): whether that arm runs with an enabled scaler is not known here
         if any(model.guards.kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
             continue  # a window (SL205) or a commit gate decides, not a skip of this path
         scaler = model.text.of(unscale.subject)

@@ -258,6 +258,16 @@ class Guards:
             return id(expr) in self._scale_reads
         return isinstance(expr, cst.Name) and self.model.roles.key(expr, scope) in self._scale_vars
 
+    @cached_property
+    def _computed_flags(self) -> Set[object]:
+        """Keys of names some assignment gives a value that is no literal."""
+        return {
+            self.model.roles.key(target, site.scope)
+            for node, site in self.model.structure.statements
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and not (isinstance(node, cst.Assign) and _is_literal_default(node.value))
+            for target in assignment_targets(node)
+        }
+
     def classify(self, overflow_flags) -> None:
         """Give every test of the module its kinds (build time). Flags a `try` over an update keeps
         (`overflow = True` in its `except OverflowError`) hold a commit gate."""
@@ -273,6 +283,12 @@ class Guards:
                 kinds = self._kinds_of(node.value, site.scope)
                 if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
                     self._flags[self.model.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
+                elif _is_literal_default(node.value) and any(not g.raises and FINITENESS in self._kinds_of(g.test, site.scope) for g in site.guards):
+                    # `if torch.isnan(loss): skip = True`: the flag carries the rank's own finiteness check,
+                    # unless the code also gives it a computed value (`skip = bool(reduced.item())`)
+                    key = self.model.roles.key(node.targets[0].target, site.scope)
+                    if key not in self._computed_flags:
+                        self._flags[key] = self._flags.get(key, frozenset()) | {FINITENESS}  # type: ignore[index]
         for event in self.model.of_kind(SKIPPABLE_STEP):
             if event.gate_var:
                 self._flags[self.model.roles.key(cst.Name(event.gate_var), event.site.scope)] = frozenset({COMMIT_GATE})  # type: ignore[index]

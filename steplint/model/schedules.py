@@ -166,6 +166,19 @@ def sized_by_its_loops_batches(model: "ModuleModel", event: Event) -> Optional[c
     return None
 
 
+def sized_in_the_batches_it_steps_per(model: "ModuleModel", event: Event) -> bool:
+    """A scheduler stepped every batch while the optimizer updates once per window, whose length
+    counts the batches of that loop (`epochs * len(loader)`, no division by the window): the schedule
+    is laid out in batches and per-batch stepping is its recipe. (Stepped once per window instead, the
+    same length is SL107's mismatch.)"""
+    from steplint.model.windows import modulo_boundary  # windows imports counters, which imports this module
+
+    update = model.windows.update_outside(event)
+    guard = model.windows.boundary(update.site) if update is not None else None
+    boundary = modulo_boundary(model, guard) if guard is not None else None
+    return boundary is not None and schedule_length_in_batches(model, assignments(model), event, boundary) is not None
+
+
 def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
     """Every node of `expr`, and of the one earlier assignment in the same scope of each name it
     reads (a few levels deep). None stands for a name assigned more than once: not one value."""

@@ -20,7 +20,7 @@ import libcst as cst
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER
-from steplint.model.syntax import dotted, keyword, last_name, literal, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
@@ -177,7 +177,8 @@ class State:
 
     @cached_property
     def restored_from_checkpoint(self) -> set:
-        """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`."""
+        """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`, each name
+        of an unpacking (`epoch, step = ckpt["epoch"], ckpt["step"]`)."""
         found = set()
         for node, site in self.model.structure.statements:
             if type(node) is not cst.Assign:  # (type tests: see steplint.model.syntax.dotted)
@@ -187,7 +188,7 @@ class State:
                 for s in walk_expressions(node.value)
             )
             if reads or not found.isdisjoint(self.model.keys_in(node.value, site.scope)):  # or through a temporary
-                found.update(self.model.roles.key(t.target, site.scope) for t in node.targets)
+                found.update(self.model.roles.key(target, site.scope) for target in assignment_targets(node))
         return found
 
     def loaded(self, key: str) -> bool:
