@@ -15,7 +15,7 @@ import libcst as cst
 
 from steplint import runtime
 from steplint.fixes import UNSAFE, Edit, Fix
-from steplint.preconditions import violations
+from steplint.preconditions import unfixed, violations
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import CALL, Event
 from steplint.model.overflow import OVERFLOW_ERROR, catches_overflow
@@ -55,7 +55,7 @@ def vetted(model: ModuleModel, finding: Finding) -> Finding:
     their fixes, with the functions below."""
     if finding.fix is None:
         return finding
-    blocked = violations(model.source.text, finding.fix)
+    blocked = violations(model.source.text, finding.fix, model.remember(("unfixed",), lambda: unfixed(model.source.text)))
     return replace(finding, fix=None, message=f"{finding.message} (no fix: {'; '.join(blocked)})") if blocked else finding
 
 
