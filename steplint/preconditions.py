@@ -47,11 +47,12 @@ class Unfixed:
         return self.line_starts[first - 1], self.line_starts[last] if last < len(self.line_starts) else length
 
 
-def unfixed(text: str) -> Unfixed:
-    """The facts of a text every check of its fixes reads; compute them once per file."""
+def unfixed(text: str, tree: Optional[ast.Module] = None) -> Unfixed:
+    """The facts of a text every check of its fixes reads (`tree`: Python's parse of it, when made);
+    compute them once per file."""
     starts = _line_starts(text)
     try:
-        tree: Optional[ast.Module] = ast.parse(text)
+        tree = tree or ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Unfixed(None, starts, (), ())
     firsts = tuple(min([s.lineno] + [d.lineno for d in getattr(s, "decorator_list", [])]) for s in tree.body)

@@ -56,7 +56,7 @@ def vetted(model: ModuleModel, finding: Finding) -> Finding:
     their fixes, with the functions below."""
     if finding.fix is None:
         return finding
-    blocked = violations(model.source.text, finding.fix, model.remember(("unfixed",), lambda: unfixed(model.source.text)))
+    blocked = violations(model.source.text, finding.fix, model.remember(("unfixed",), lambda: unfixed(model.source.text, model.source.python_tree)))
     return replace(finding, fix=None, message=f"{finding.message} (no fix: {'; '.join(blocked)})") if blocked else finding
 
 
