@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
-from typing import FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 from steplint.fixes import Edit, Fix, apply_edits, normalized
 
@@ -27,13 +28,63 @@ _ANYTHING = None  # the "bound set" of unreachable code: every name counts as bo
 
 
 @dataclass(frozen=True)
-class Edited:
-    """The text a fix writes, its tree, and where its inserted text lies in it."""
+class Unfixed:
+    """The text before any fix, parsed once per file: its tree, its rows, the rows of each top-level
+    statement (decorators included), which a fix's edits touch or leave as they are, and what each
+    of those does with every update committed, by gate (filled as gates are checked)."""
 
-    text: str
-    tree: ast.Module
-    inserted: Tuple[Tuple[int, int, FrozenSet[str]], ...]  # (start, end, names the replaced text read)
+    tree: Optional[ast.Module]
     line_starts: Tuple[int, ...]
+    firsts: Tuple[int, ...]
+    lasts: Tuple[int, ...]
+    committed: Dict[Tuple[str, Optional[str]], Dict[int, List[str]]] = field(default_factory=dict, compare=False)
+
+    def row(self, offset: int) -> int:
+        return bisect_right(self.line_starts, offset)
+
+    def span(self, first: int, last: int, length: int) -> Tuple[int, int]:
+        """Offsets of rows first..last, their line breaks included."""
+        return self.line_starts[first - 1], self.line_starts[last] if last < len(self.line_starts) else length
+
+
+def unfixed(text: str, tree: Optional[ast.Module] = None) -> Unfixed:
+    """The facts of a text every check of its fixes reads (`tree`: Python's parse of it, when made);
+    compute them once per file."""
+    starts = _line_starts(text)
+    try:
+        tree = tree or ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return Unfixed(None, starts, (), ())
+    firsts = tuple(min([s.lineno] + [d.lineno for d in getattr(s, "decorator_list", [])]) for s in tree.body)
+    return Unfixed(tree, starts, firsts, tuple(s.end_lineno or s.lineno for s in tree.body))
+
+
+def _line_starts(text: str) -> Tuple[int, ...]:
+    return (0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text)))
+
+
+@dataclass(frozen=True)
+class _Region:
+    """Rows of the fixed text parsed again: whole top-level statements and the lines between them."""
+
+    first_row: int
+    start: int
+    text: str
+    line_starts: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Edited:
+    """The module a fix writes, and where its inserted text lies in it. Its tree holds the top-level
+    statements the edits touch parsed again, and the others as the original's tree has them
+    (`copied`), with their original positions: no inserted text lies in those, and no check looks at
+    them but to follow the bindings of the module's own statements."""
+
+    tree: ast.Module
+    copied: FrozenSet[int]  # id() of each top-level statement taken from the original's tree
+    regions: Tuple[_Region, ...]
+    first_rows: Tuple[int, ...]
+    inserted: Tuple[Tuple[int, int, FrozenSet[str]], ...]  # (start, end, names the replaced text read)
     original: str
     shifts: Tuple[Tuple[int, int], ...]  # (end of an edit in the new text, how much longer the text is from there on)
 
@@ -44,8 +95,11 @@ class Edited:
         return self.original.count("\n" if "\n" in self.original else "\r", 0, offset) + 1
 
     def offset(self, node: ast.AST) -> int:
-        line = self.text[self.line_starts[node.lineno - 1] :]
-        return self.line_starts[node.lineno - 1] + len(line.encode("utf-8")[: node.col_offset].decode("utf-8", "replace"))
+        """The offset in the fixed text of a node in a region parsed again."""
+        region = self.regions[bisect_right(self.first_rows, node.lineno) - 1]
+        row, starts = node.lineno - region.first_row, region.line_starts
+        line = region.text[starts[row] : starts[row + 1] if row + 1 < len(starts) else len(region.text)]
+        return region.start + starts[row] + len(line.encode("utf-8")[: node.col_offset].decode("utf-8", "replace"))
 
     def inserted_at(self, node: ast.AST) -> Optional[FrozenSet[str]]:
         """For a node inside inserted text: the names the text it replaced read; else None."""
@@ -56,15 +110,42 @@ class Edited:
         return None
 
 
-def edited(text: str, edits: Sequence[Edit]) -> Optional[Edited]:
+def edited(text: str, edits: Sequence[Edit], original: Unfixed) -> Optional[Edited]:
+    """The fixed module. Only the top-level statements the edits touch are parsed again, so that
+    checking every fix of a file costs in proportion to the file, not to the file times its fixes;
+    when those do not parse on their own, the whole fixed text is parsed, as its own verdict."""
     ordered = normalized(edits)
     if ordered is None:
         return None
-    new = apply_edits(text, ordered)
-    try:
-        tree = ast.parse(new)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    whole = [(1, len(original.line_starts))]
+    if original.tree is not None:
+        result = _parsed(text, original, ordered, _touched_rows(original, ordered))
+        if result is not None:
+            return result
+    return _parsed(text, original, ordered, whole)
+
+
+def _touched_rows(original: Unfixed, ordered: Sequence[Edit]) -> List[Tuple[int, int]]:
+    """(first, last) original rows around each edit, grown to whole top-level statements, merged."""
+    merged: List[Tuple[int, int]] = []
+    for edit in ordered:
+        first, last = original.row(edit.start), original.row(edit.end)
+        while True:
+            i, k = bisect_left(original.lasts, first), bisect_right(original.firsts, last)
+            grown = (min(first, original.firsts[i]), max(last, original.lasts[k - 1])) if i < k else (first, last)
+            if grown == (first, last):
+                break
+            first, last = grown
+        while merged and first <= merged[-1][1]:
+            first = min(first, merged[-1][0])
+            last = max(last, merged.pop()[1])
+        merged.append((first, last))
+    return merged
+
+
+def _parsed(text: str, original: Unfixed, ordered: Sequence[Edit], rows: Sequence[Tuple[int, int]]) -> Optional[Edited]:
+    """The fixed module with the given original rows (whole top-level statements) parsed again;
+    None when one of them does not parse on its own."""
     inserted, shifts, shift = [], [], 0
     for edit in ordered:
         start = edit.start + shift
@@ -72,8 +153,36 @@ def edited(text: str, edits: Sequence[Edit]) -> Optional[Edited]:
         inserted.append((start, start + len(edit.content), replaced))
         shift += len(edit.content) - (edit.end - edit.start)
         shifts.append((start + len(edit.content), shift))
-    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", new)]
-    return Edited(new, tree, tuple(inserted), tuple(starts), text, tuple(shifts))
+    kept = original.tree.body if original.tree is not None else []
+    body: List[ast.stmt] = []
+    copied: Set[int] = set()
+    regions: List[_Region] = []
+    added_rows = added_length = copied_to = 0
+    for first, last in rows:
+        start, end = original.span(first, last, len(text))
+        inside = [Edit(e.start - start, e.end - start, e.content) for e in ordered if start <= e.start < end or e.start == end == len(text)]
+        region_text = apply_edits(text[start:end], inside)
+        try:
+            region_tree = ast.parse(region_text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        starts = _line_starts(region_text)
+        ast.increment_lineno(region_tree, first + added_rows - 1)
+        regions.append(_Region(first + added_rows, start + added_length, region_text, starts))
+        if original.tree is not None:
+            before = kept[copied_to : bisect_left(original.lasts, first)]
+            body += before
+            copied.update(id(s) for s in before)
+            copied_to = bisect_right(original.firsts, last)
+        body += region_tree.body
+        added_rows += len(starts) - len(_line_starts(text[start:end]))
+        added_length += len(region_text) - (end - start)
+    body += kept[copied_to:]
+    copied.update(id(s) for s in kept[copied_to:])
+    return Edited(
+        ast.Module(body=body, type_ignores=[]), frozenset(copied), tuple(regions), tuple(r.first_row for r in regions),
+        tuple(inserted), text, tuple(shifts),
+    )
 
 
 def _chains(text: str) -> Iterator[str]:
@@ -84,9 +193,10 @@ def _chains(text: str) -> Iterator[str]:
             yield ".".join(parts[:end])
 
 
-def violations(text: str, fix: Fix) -> List[str]:
+def violations(text: str, fix: Fix, original: Optional[Unfixed] = None) -> List[str]:
     """What keeps the fix from being offered, in words for the diagnostic; empty when nothing does."""
-    result = edited(text, fix.edits)
+    original = original or unfixed(text)
+    result = edited(text, fix.edits, original)
     if result is None:
         return ["the fixed module would not parse"]
     unbound = {name for name, _ in unbound_reads(result)}
@@ -95,7 +205,7 @@ def violations(text: str, fix: Fix) -> List[str]:
     for name, row in overwritten_restores(result):
         rebuilt.setdefault(name, row)
     found += [f"`{name}` is built again at line {row}, after the fix would restore it" for name, row in sorted(rebuilt.items()) if name not in unbound]
-    if fix.gate is not None and committed_path_differs(text, result, fix.gate):
+    if fix.gate is not None and committed_path_differs(text, original, result, fix.gate):
         found.append("with every update committed, the fixed code would not do what the original does")
     return found
 
@@ -106,16 +216,17 @@ def violations(text: str, fix: Fix) -> List[str]:
 def unbound_reads(result: Edited) -> List[Tuple[str, int]]:
     """(name, row) of each read in inserted text of a local name, or of `self.attr`, that may be unbound."""
     found: List[Tuple[str, int]] = []
-    for scope, cls in _scopes(result.tree):
+    for scope, cls in _scopes(result):
         flow = _Flow(result, _local_names(scope), _self_name(scope) if cls is not None else None, _class_attributes(cls, scope), found)
         start = set(_parameters(scope)) if not isinstance(scope, ast.Module) else set()
         flow.block(_body(scope), frozenset(start))
     return found
 
 
-def _scopes(tree: ast.Module) -> Iterator[Tuple[ast.AST, Optional[ast.ClassDef]]]:
-    """Each scope with its statements: the module, and every function (with its class, for a method)."""
-    yield tree, None
+def _scopes(result: Edited) -> Iterator[Tuple[ast.AST, Optional[ast.ClassDef]]]:
+    """Each scope with its statements: the module, and every function (with its class, for a method)
+    in the statements parsed again (those the original has as they are hold no inserted text)."""
+    yield result.tree, None
 
     def walk(node: ast.AST, cls: Optional[ast.ClassDef]) -> Iterator[Tuple[ast.AST, Optional[ast.ClassDef]]]:
         for child in ast.iter_child_nodes(node):
@@ -127,7 +238,9 @@ def _scopes(tree: ast.Module) -> Iterator[Tuple[ast.AST, Optional[ast.ClassDef]]
             else:
                 yield from walk(child, cls if not isinstance(child, ast.Lambda) else None)
 
-    yield from walk(tree, None)
+    for statement in result.tree.body:
+        if id(statement) not in result.copied:
+            yield from walk(ast.Module(body=[statement], type_ignores=[]), None)
 
 
 def _body(scope: ast.AST) -> List[ast.stmt]:
@@ -240,8 +353,15 @@ class _Flow:
         for statement in statements:
             if bound is _ANYTHING:
                 return _ANYTHING
-            bound = self.statement(statement, bound)
+            bound = self._following(statement).statement(statement, bound)
         return bound
+
+    def _following(self, statement: ast.stmt) -> "_Flow":
+        """The flow for a statement: without checks in a top-level statement the fix left as it was
+        (it holds no inserted text, and its positions are the original's)."""
+        if self.result is None or id(statement) not in self.result.copied:
+            return self
+        return _Flow(None, self.local, self.self_name, self.attributes, self.found)
 
     def statement(self, s: ast.stmt, bound):  # noqa: C901 (one case per statement kind)
         if isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
@@ -331,7 +451,7 @@ def overwritten_restores(result: Edited) -> List[Tuple[str, int]]:
     again after it: later in its function, anywhere in a loop around it, or (for `self.x`) in another
     method of its class than `__init__` (in any other method, when the restore is in `__init__`)."""
     found = []
-    for scope, cls in _scopes(result.tree):
+    for scope, cls in _scopes(result):
         if isinstance(scope, ast.Module):
             continue
         self_name = _self_name(scope) if cls is not None else None
@@ -373,51 +493,76 @@ def _object_name(node: ast.AST, self_name: Optional[str]) -> Optional[str]:
 # -- committed-path equivalence --------------------------------------------------------------------
 
 
-def committed_path_differs(text: str, result: Edited, gate: str) -> bool:
+def committed_path_differs(text: str, original: Unfixed, result: Edited, gate: str) -> bool:
     """Whether, with the gate true, the fixed module differs from the original: both trees with the
     gate's `if` blocks inlined, its `= True` start, its `return` and the helper's definition or
     import removed, and `gate = committed_step(scaler, opt)` read as `scaler.step(opt)`."""
     try:
         condition = ast.dump(ast.parse(gate, mode="eval").body)
-        original = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
+    if original.tree is None:
+        return True
     variable = gate if gate.isidentifier() else None
-    return _committed_path(original, condition, variable) != _committed_path(result.tree, condition, variable)
+    before = _original_committed_path(text, original, condition, variable)
+    after = _WithEveryUpdateCommitted(condition, variable)
+    fixed = [d for s in result.tree.body for d in (before[id(s)] if id(s) in result.copied else after.statement(s))]
+    return _module_path([d for s in original.tree.body for d in before[id(s)]], original.tree.body) != _module_path(fixed, result.tree.body)
 
 
-def _committed_path(tree: ast.Module, condition: str, variable: Optional[str]) -> str:
-    class WithEveryUpdateCommitted(ast.NodeTransformer):
-        def generic_visit(self, node):
-            super().generic_visit(node)
-            for field in ("body", "orelse", "finalbody"):
-                statements = getattr(node, field, None)
-                if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
-                    setattr(node, field, [s for statement in statements for s in self._committed(statement)] or [ast.Pass()])
-            return node
+def _original_committed_path(text: str, original: Unfixed, condition: str, variable: Optional[str]) -> Dict[int, List[str]]:
+    """For each top-level statement of the original (by id), what it does with every update
+    committed; once per file and gate (on a tree parsed again: the rewriting is done in place)."""
+    key = (condition, variable)
+    if key not in original.committed:
+        rewriter = _WithEveryUpdateCommitted(condition, variable)
+        again = ast.parse(text).body
+        original.committed[key] = {id(s): rewriter.statement(a) for s, a in zip(original.tree.body, again)}  # type: ignore[union-attr]
+    return original.committed[key]
 
-        def _committed(self, s: ast.stmt) -> List[ast.stmt]:
-            if isinstance(s, ast.If) and not s.orelse and ast.dump(s.test) == condition:
-                return [inner for statement in s.body for inner in self._committed(statement)]
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == COMMITTED_STEP:
-                return []
-            if isinstance(s, ast.ImportFrom) and s.module == RUNTIME_MODULE:
-                kept = [a for a in s.names if a.name != COMMITTED_STEP]
-                return [ast.ImportFrom(s.module, kept, s.level)] if kept else []
-            if variable is None:
-                return [s]
-            if isinstance(s, ast.Return) and isinstance(s.value, ast.Name) and s.value.id == variable:
-                return []
-            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == variable:
-                value = s.value
-                if isinstance(value, ast.Constant) and value.value in (True, False):
-                    return []  # the flag's own bookkeeping (False: where an update was dropped)
-                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == COMMITTED_STEP and value.args:
-                    scaler, *rest = value.args  # (the optimizer as written: `optimizer=...` stays a keyword)
-                    return [ast.Expr(ast.Call(ast.Attribute(scaler, "step", ast.Load()), rest, value.keywords))]
-                if isinstance(value, ast.Call):
-                    return [ast.Expr(value)]
+
+def _module_path(statements: List[str], body: List[ast.stmt]) -> List[str]:
+    return statements or ([ast.dump(ast.Pass())] if body else [])  # a module whose statements all go keeps a `pass`
+
+
+class _WithEveryUpdateCommitted(ast.NodeTransformer):
+    """Rewrites statements, in place, into what they do when the gate is true."""
+
+    def __init__(self, condition: str, variable: Optional[str]) -> None:
+        self.condition, self.variable = condition, variable
+
+    def statement(self, s: ast.stmt) -> List[str]:
+        """The dumps of what a top-level statement becomes."""
+        return [ast.dump(c) for c in self._committed(self.visit(s))]
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        for name in ("body", "orelse", "finalbody"):
+            statements = getattr(node, name, None)
+            if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
+                setattr(node, name, [s for statement in statements for s in self._committed(statement)] or [ast.Pass()])
+        return node
+
+    def _committed(self, s: ast.stmt) -> List[ast.stmt]:
+        condition, variable = self.condition, self.variable
+        if isinstance(s, ast.If) and not s.orelse and ast.dump(s.test) == condition:
+            return [inner for statement in s.body for inner in self._committed(statement)]
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == COMMITTED_STEP:
+            return []
+        if isinstance(s, ast.ImportFrom) and s.module == RUNTIME_MODULE:
+            kept = [a for a in s.names if a.name != COMMITTED_STEP]
+            return [ast.ImportFrom(s.module, kept, s.level)] if kept else []
+        if variable is None:
             return [s]
-
-    return ast.dump(WithEveryUpdateCommitted().visit(tree))
-
+        if isinstance(s, ast.Return) and isinstance(s.value, ast.Name) and s.value.id == variable:
+            return []
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == variable:
+            value = s.value
+            if isinstance(value, ast.Constant) and value.value in (True, False):
+                return []  # the flag's own bookkeeping (False: where an update was dropped)
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == COMMITTED_STEP and value.args:
+                scaler, *rest = value.args  # (the optimizer as written: `optimizer=...` stays a keyword)
+                return [ast.Expr(ast.Call(ast.Attribute(scaler, "step", ast.Load()), rest, value.keywords))]
+            if isinstance(value, ast.Call):
+                return [ast.Expr(value)]
+        return [s]

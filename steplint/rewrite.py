@@ -7,15 +7,16 @@ engine re-parses the result and drops a fix that would not.
 from __future__ import annotations
 
 import inspect
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
 from steplint import runtime
 from steplint.fixes import UNSAFE, Edit, Fix
-from steplint.preconditions import violations
+from steplint.preconditions import unfixed, violations
 from steplint.model import COMMITTED_STEP, SKIPPABLE_STEP, ModuleModel
 from steplint.model.events import CALL, Event
 from steplint.model.overflow import OVERFLOW_ERROR, catches_overflow
@@ -55,7 +56,7 @@ def vetted(model: ModuleModel, finding: Finding) -> Finding:
     their fixes, with the functions below."""
     if finding.fix is None:
         return finding
-    blocked = violations(model.source.text, finding.fix)
+    blocked = violations(model.source.text, finding.fix, model.remember(("unfixed",), lambda: unfixed(model.source.text, model.source.python_tree)))
     return replace(finding, fix=None, message=f"{finding.message} (no fix: {'; '.join(blocked)})") if blocked else finding
 
 
@@ -91,14 +92,12 @@ def ungated_cadences(model: ModuleModel, increment: Event, through: int) -> List
     scope = increment.site.scope
     local = isinstance(increment.subject, cst.Name) and scope.name != "<module>" and scope.owner_of(name) is scope and not _leaves(model, scope, name)
     rows = []
-    for comparison in _equality_tests(model):
-        start, _ = model.text.span(comparison)
+    for start, comparison in _equality_tests_by_name(model).get(name, ()):
         if any(a <= start < b for a, b in gated):
             continue
         if local and not (model.text.span(scope.node)[0] <= start < model.text.span(scope.node)[1]):
             continue  # a local that is neither returned nor passed on is read only in its function
-        if any((isinstance(n, cst.Name) and n.value == name) or (isinstance(n, cst.Attribute) and n.attr.value == name) for n in walk_expressions(comparison)):
-            rows.append(model.text.rows(comparison)[0])
+        rows.append(model.text.rows(comparison)[0])
     return sorted(set(rows))
 
 
@@ -112,8 +111,10 @@ def _leaves(model: ModuleModel, scope, name: str) -> bool:
     return False
 
 
-def _equality_tests(model: ModuleModel) -> list:
-    """Every comparison of the module with `==` or `!=`, in every scope."""
+def _equality_tests_by_name(model: ModuleModel) -> Dict[str, List[Tuple[int, cst.Comparison]]]:
+    """Every comparison of the module with `==` or `!=`, in every scope, with its start offset, under
+    each name it reads (a variable, or the last part of an attribute): once per module, as a
+    counter's readers are looked up for each increment."""
 
     class Finder(cst.CSTVisitor):
         def __init__(self) -> None:
@@ -124,7 +125,16 @@ def _equality_tests(model: ModuleModel) -> list:
             if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
                 self.found.append(node)
 
-    return model.remember(("equality_tests",), lambda: _visited(model.module, Finder()).found)
+    def by_name() -> Dict[str, List[Tuple[int, cst.Comparison]]]:
+        found: Dict[str, List[Tuple[int, cst.Comparison]]] = defaultdict(list)
+        for comparison in _visited(model.module, Finder()).found:
+            start, _ = model.text.span(comparison)
+            read = walk_expressions(comparison)
+            for name in {n.value if isinstance(n, cst.Name) else n.attr.value for n in read if isinstance(n, (cst.Name, cst.Attribute))}:
+                found[name].append((start, comparison))
+        return found
+
+    return model.remember(("equality_tests_by_name",), by_name)
 
 
 def _visited(node: cst.CSTNode, visitor: cst.CSTVisitor) -> cst.CSTVisitor:

@@ -65,6 +65,56 @@ def test_a_restore_before_the_object_is_built_or_before_it_is_built_again():
     assert violations(built_twice, restore) == ["`scaler` is built again at line 5, after the fix would restore it"]
 
 
+
+# Only the top-level statements a fix touches are parsed again; the verdicts must be those on the whole fixed module.
+
+SCRIPT = """import torch
+
+scaler = torch.amp.GradScaler("cpu")
+
+
+def helper():
+    return 1
+
+
+for x in batches:
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+
+state = torch.load(path)
+"""
+
+
+def test_a_module_name_bound_by_a_statement_the_fix_leaves_is_bound():
+    gate = Fix("gate", SAFE, (
+        _insert(SCRIPT, "scaler.step(", "committed = committed_step(scaler, ", "scaler.step("),
+        _insert(SCRIPT, "scheduler.step()", "if committed:\n        "),
+    ), gate="committed")
+    assert violations(SCRIPT, gate) == []
+    too_early = Fix("restore", SAFE, (_insert(SCRIPT, "for x in", "scaler.load_state_dict(state)\n"),))
+    assert violations(SCRIPT, too_early) == ["`state` may not exist yet where the fix would read it"]
+
+
+def test_inserted_text_that_parses_only_with_its_neighbours_is_judged_on_the_whole_module():
+    text = "def f():\n    x = 1\n\nprint(1)\n"
+    into_the_function = Fix("append", SAFE, (_insert(text, "\nprint", "    y = x\n"),))  # indented after the body: still f's
+    assert violations(text, into_the_function) == []
+    unclosed = Fix("open", SAFE, (_insert(text, "\nprint", "z = (\n"),))
+    assert violations(text, unclosed) == ["the fixed module would not parse"]
+
+
+def test_rows_after_text_inserted_above_are_those_of_the_original():
+    text = "import torch\n\n\ndef main(path):\n    scaler = GradScaler()\n    state = load(path)\n    scaler = GradScaler(2.0)\n    return scaler\n"
+    restore = Fix("restore", SAFE, (
+        _insert(text, "\n\ndef main", "\ndef committed_step(scaler, optimizer):\n    return True\n"),
+        _insert(text, "    scaler = GradScaler(2.0)", "    scaler.load_state_dict(state)\n", "    scaler = GradScaler(2.0)\n"),
+        _insert(text, "    return scaler", "    scaler = GradScaler(2.0)\n"),
+    ))
+    assert violations(text, restore) == ["`scaler` is built again at line 8, after the fix would restore it"]
+
+
 SAVED_LATER = '''import torch
 
 
