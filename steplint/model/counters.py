@@ -21,7 +21,7 @@ import libcst as cst
 from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
 from steplint.model.schedules import sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
 from steplint.model.structure import Scope, Site
-from steplint.model.syntax import assignment_targets, dotted, last_name, names_in, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, is_cadence, last_name, names_in, walk_expressions
 from steplint.suppress import intent_basis
 
 if TYPE_CHECKING:
@@ -398,15 +398,6 @@ class Counters:
             and not (role.prepared or role.engine_owned or role.metric)
             and self.schedule_basis(event) == COMMITTED_UPDATES
         )
-
-
-def is_cadence(test: cst.CSTNode) -> bool:
-    """`n % k == 0`, `n == k`: true once per value of `n`."""
-    return isinstance(test, cst.BaseExpression) and any(
-        isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
-        or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
-        for sub in walk_expressions(test)
-    )
 
 
 def _reads_length_of(expr: cst.BaseExpression, data: Set[str]) -> bool:

@@ -260,3 +260,12 @@ class ImportMap:
         if resolved is None:
             return None
         return f"{resolved}.{rest}" if rest else resolved
+
+
+def is_cadence(test: cst.CSTNode) -> bool:
+    """`n % k == 0`, `n == k`: true once per value of `n`."""
+    return isinstance(test, cst.BaseExpression) and any(
+        isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)
+        or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
+        for sub in walk_expressions(test)
+    )

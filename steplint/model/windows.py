@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from steplint.model.counters import is_cadence
 from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import dotted, is_cadence, keyword, last_name, literal, positional, walk_expressions
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
