@@ -25,7 +25,7 @@ from steplint.model import (
 )
 from steplint.effects import UPDATE
 from steplint.model.events import CALL, EVALUATION, HELPER_STATE
-from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER
+from steplint.model.roles import ACCELERATOR, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER
 from steplint.model.units import BATCHES, DATA, UPDATES, WINDOWS, CounterUnit, Evidence
 from steplint.model.windows import argument_boundary, modulo_boundary
 from steplint.rule import one_line
@@ -73,24 +73,29 @@ def _takes_whole_steps(model: ModuleModel, scope) -> bool:
     own, called once per batch by a loop elsewhere, which does there what a training step does with the
     update (a scaled backward, a scheduler step, a counter, a save). A helper that only finishes the
     update (`amp_step(scaler, optimizer)`: unscale, clip, step) is part of its caller's map instead."""
-    return isinstance(scope.node, cst.FunctionDef) and any(
-        e.site.loop is None for e in model.events_in(scope, *_STEP_COMPANIONS) if e.site.scope is scope
-    )
+    return isinstance(scope.node, cst.FunctionDef) and any(e.site.loop is None for e in model.events_in(scope, *_STEP_COMPANIONS))
 
 
 def without_covered_step_functions(loops: List[dict]) -> List[dict]:
     """The map of a project: a step function that a traced loop runs as a helper is part of that loop's
     map (its `helpers`), not a map of its own."""
-    helpers = set()
-    for loop in loops:
-        for helper in loop["helpers"]:
-            where = helper.rpartition(" (")[2].rstrip(")")
-            path, _, line = where.rpartition(":")
-            helpers.add((path, line))
-    def covered(loop: dict) -> bool:
-        here = os.path.abspath(loop["file"]).replace(os.sep, "/")
-        return any(here.endswith("/" + path) and line == str(loop["line"]) for path, line in helpers)
-    return [loop for loop in loops if loop["kind"] == "loop" or not covered(loop)]
+    helpers = {_where(helper.rpartition(" (")[2].rstrip(")")) for loop in loops for helper in loop["helpers"]}
+    return [
+        loop for loop in loops
+        if loop["kind"] == "loop" or not any(_is_file(loop["file"], path) and line == str(loop["line"]) for path, line in helpers)
+    ]
+
+
+def _where(where: str) -> tuple:
+    """`utils.py:41` (a helper's place, as the project index names it) -> ("utils.py", "41")."""
+    path, _, line = where.rpartition(":")
+    return path, line
+
+
+def _is_file(given: str, relative: str) -> bool:
+    """`given` (a path as the user gave it) is the file the project index names `relative` (a path
+    from the project's root)."""
+    return os.path.abspath(given).replace(os.sep, "/").endswith("/" + relative)
 
 
 def _runs_updates(event: Event) -> bool:
@@ -133,13 +138,10 @@ def _rows(model: ModuleModel, scope) -> tuple:
 def _helper_rows(model: ModuleModel, events: List[Event]) -> List[tuple]:
     """The rows of the functions of this module that the loop's function runs through (a resume in
     `self.restore()` called from `self.set_up()`): what `check` reports there belongs to the loop's map."""
-    here = os.path.abspath(model.source.path).replace(os.sep, "/")
-    lines = set()
-    for event in events:
-        if event.via is not None and event.via.where:
-            path, _, line = event.via.where.rpartition(":")  # the path is relative to the project's root
-            if line.isdigit() and here.endswith("/" + path):
-                lines.add(int(line))
+    lines = {
+        int(line) for path, line in (_where(e.via.where) for e in events if e.via is not None and e.via.where)
+        if line.isdigit() and _is_file(model.source.path, path)
+    }
     functions = [_rows(model, s) for s in model.structure.scopes if isinstance(s.node, cst.FunctionDef)]
     return [rows for rows in functions if rows[0] in lines]
 
@@ -185,9 +187,11 @@ def _steps(update: Event) -> str:
 
 
 def _precision_unknown(update: Event) -> bool:
-    """An accelerate-prepared optimizer whose Accelerator's mixed precision the code does not show."""
+    """An accelerate-prepared optimizer whose Accelerator's mixed precision the code does not show
+    (`accelerate config` sets it): its step is no skippable update in the model (events.py), yet not
+    one that always commits either."""
     role = update.role
-    return role is not None and role.prepared and role.mixed_precision in (None, ..., PRECISION_FROM_EXPRESSION)
+    return role is not None and role.prepared and role.mixed_precision in (None, ...)
 
 
 def _plain_reason(update: Event) -> str:

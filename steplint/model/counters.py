@@ -307,14 +307,10 @@ class Counters:
         where = self.model.structure.site_of.get(id(loop.iter))  # the header's site: the loops around `loop`
         if where is None:
             return False
-        for node, site in self.model.statements_of(scope):
-            if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer)):
-                continue
-            if site.loop is None or loop in site.loops or site.loop not in where.loops:
-                continue
-            if any(self.model.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute))):
-                return True
-        return False
+        return any(
+            site.scope is scope and site.loop is not None and loop not in site.loops and site.loop in where.loops
+            for site in self._literal_writes.get(key, ())
+        )
 
     @staticmethod
     def stores_data_position(call: cst.Call) -> bool:
@@ -363,16 +359,22 @@ class Counters:
         over by itself; a resumed run does not need it back."""
         found = set()
         for increment in self.model.of_kind(COUNTER_INCREMENT):
-            loop, scope = increment.site.loop, increment.site.scope
-            key = self.model.roles.key(increment.subject, scope)
-            if loop is None or key is None:
-                continue
-            for node, site in self.model.statements_of(scope):
-                if (
-                    isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer) and loop in site.loops
-                    and any(self.model.roles.key(t, scope) == key for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute)))
-                ):
-                    found.add(key)
+            loop = increment.site.loop
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if loop is not None and any(loop in site.loops for site in self._literal_writes.get(key, ())):
+                found.add(key)
+        return found
+
+    @cached_property
+    def _literal_writes(self) -> Dict[str, List[Site]]:
+        """Key -> the sites where the module sets it to an integer literal (`n = 0`)."""
+        found: Dict[str, List[Site]] = defaultdict(list)
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer):
+                for target in assignment_targets(node):
+                    key = self.model.roles.key(target, site.scope) if isinstance(target, (cst.Name, cst.Attribute)) else None
+                    if key:
+                        found[key].append(site)
         return found
 
     def schedule_basis(self, event: Event) -> str:
