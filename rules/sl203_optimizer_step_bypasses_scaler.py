@@ -31,7 +31,8 @@ it: no torch optimizer takes a scaler.
 ## Fix safety
 Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code already assumes;
 only where the step runs only with the scaled backward (a scaler that may be disabled or absent on
-the step's path gets no fix). Proven at run time, after a plain scaled backward and after
+the step's path gets no fix, nor one where `scaler.update()` runs between the scaled backward and
+the step, as the scale may have changed). Proven at run time, after a plain scaled backward and after
 `unscale_` and a clip (tests/test_runtime_scaler.py).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
 diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
@@ -43,7 +44,7 @@ when an object whose state it restores is built again after the restore; and a l
 """
 
 from steplint.fixes import SAFE, Edit, Fix
-from steplint.model import OPTIMIZER_STEP, SCALED_BACKWARD
+from steplint.model import OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_UPDATE
 from steplint.rewrite import holds_comment
 from steplint.rule import Finding, rule
 
@@ -55,7 +56,10 @@ def check(model):
             continue
         if model.roles.key(step.subject, step.site.scope) in model.roles.wrapped:
             continue  # `model, optimizer = amp_library.initialize(model, optimizer)` may scale by itself
-        scaled = [b for b in model.passes.in_iteration(step, SCALED_BACKWARD) if b.order < step.order and b.role.enabled is not False]
+        scaled = [
+            b for b in model.passes.in_iteration(step, SCALED_BACKWARD)
+            if b.order < step.order and b.role.enabled is not False and not model.passes.cleared_between(b, step)
+        ]
         if not scaled:
             continue
         scaler = model.text.of(scaled[-1].subject)
@@ -65,6 +69,14 @@ def check(model):
             # `if use_amp: scaler.scale(loss).backward()` and an unconditional step: on the fp32 path
             # the scaler may be disabled or absent, so the call cannot simply be swapped.
             yield Finding(step.node, message + f" where the loss was scaled (the step also runs where it was not)", None)
+            continue
+        rescaled = any(
+            scaled[-1].order < u.order < step.order and model.same_object(u, scaled[-1]) for u in model.passes.in_iteration(step, SCALER_UPDATE)
+        )
+        if rescaled:
+            # `update()` may have changed the scale since the backward: the scaler would unscale the
+            # gradients by a factor they were not scaled by.
+            yield Finding(step.node, message + f" (no fix: `{scaler}.update()` runs between the scaled backward and this step)", None)
             continue
         start, end = model.text.span(step.node)
         fix = None if holds_comment(step.node) else Fix(f"Use `{scaler}.step({optimizer})`", SAFE, (Edit(start, end, f"{scaler}.step({optimizer})"),))

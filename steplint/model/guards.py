@@ -170,8 +170,29 @@ class Guards:
         `scaler is None` is `scaler is not None` negated, the same text twice is one condition."""
         found = self._conditions.get(id(test))
         if found is None:
-            found = self._conditions[id(test)] = _condition(self.model.module, test)
+            found = self._conditions[id(test)] = self._presence_tied(test) or _condition(self.model.module, test)
         return found
+
+    def _presence_tied(self, test: cst.BaseExpression) -> Optional[tuple]:
+        """`amp and scaler is not None`, where the scaler exists only when `amp` holds (`GradScaler() if
+        amp else None`), is the condition `amp`: two scalers built on one flag make such tests one
+        condition. None when no conjunct is a scaler's presence."""
+        if not (isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And)):
+            return None
+        site = self.model.structure.site_of.get(id(test))
+        if site is None:
+            return None
+        parts, tied = set(), False
+        for conjunct in _conjuncts(test):
+            text, flipped = _condition(self.model.module, conjunct)
+            role = self.model.roles.of(conjunct.left, site.scope) if _is_not_none(conjunct) else None
+            if role is not None and role.present_if is not None:
+                scope_name, flag = role.present_if.split(":", 1)
+                parts.add(flag if scope_name == site.scope.name or "." in flag else role.present_if)
+                tied = True
+            else:
+                parts.add(("not " if flipped else "") + text)
+        return (" and ".join(sorted(parts)), False) if tied else None
 
     def unchanged(self, first: Guard, second: Guard, scope: Scope) -> bool:
         """No name the condition reads is assigned between its two tests."""
@@ -416,6 +437,21 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
             break
     text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
     return " ".join(text.split()), flipped
+
+
+def _conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _is_not_none(test: cst.BaseExpression) -> bool:
+    """`x is not None` for a name or attribute `x`."""
+    return (
+        isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+        and isinstance(test.left, (cst.Name, cst.Attribute))
+    )
 
 
 def _prefixes(name: str) -> List[str]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 import libcst as cst
 
 from steplint.model.events import SCHEDULER_STEP, SKIPPABLE_STEP, Event
-from steplint.model.roles import ENGINE, SCALER
+from steplint.model.roles import ENGINE, OPTIMIZER, SCALER
 from steplint.model.structure import EXITS, Site
 from steplint.model.syntax import dotted
 
@@ -113,6 +113,32 @@ class Passes:
                 absent(a, b) for absent in (self._scaler_absent, self._scaler_disabled) for a, b in ((e, event), (event, e))
             )
         ]
+
+    def cleared_between(self, earlier: Event, later: Event) -> bool:
+        """A `zero_grad()` runs in the pass between two events, of the optimizer `later` steps or of an
+        object the code does not show to be another optimizer (a module, whose parameters may be that
+        optimizer's): the gradients `earlier` left may be gone when `later` runs. Another optimizer's
+        `zero_grad()` leaves them."""
+        scope = later.site.scope
+        stepped = self.model.roles.key(later.optimizer or later.subject, scope)
+        for call, site in self._zero_grads.get((id(scope), id(later.site.loop)), ()):
+            if not earlier.order < site.order < later.order or self.exclusive(site, later.site) or self.exclusive(site, earlier.site):
+                continue
+            receiver = call.func.value
+            role = self.model.roles.of(receiver, scope) if isinstance(receiver, (cst.Name, cst.Attribute)) else None
+            if role is not None and role.kind == OPTIMIZER and self.model.roles.key(receiver, scope) != stepped:
+                continue
+            return True
+        return False
+
+    @cached_property
+    def _zero_grads(self) -> Dict[tuple, List[tuple]]:
+        """(call, site) of every `x.zero_grad()`, by (scope, innermost loop)."""
+        found: Dict[tuple, List[tuple]] = defaultdict(list)
+        for call, site in self.model.structure.calls:
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "zero_grad":
+                found[(id(site.scope), id(site.loop))].append((call, site))
+        return found
 
     def _scaler_absent(self, scaler_event: Event, other: Event) -> bool:
         """`other` runs only where the scaler of `scaler_event` is None (`else:` of `if scaler is not

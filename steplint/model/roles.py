@@ -92,6 +92,7 @@ class Role:
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
     positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
     optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it; a DeepSpeed engine's
+    present_if: Optional[str] = None  # built only when a flag holds (`GradScaler() if amp else None`): "<scope>:<flag>"
 
 
 def scheduler_named(name: str) -> bool:
@@ -299,7 +300,12 @@ class RoleTable:
         if isinstance(value, cst.IfExp):  # `GradScaler() if amp else None`: the object, when there is one
             roles = [self.value_role(v, scope) for v in (value.body, value.orelse) if not _is_none(v)]
             kinds = {r.kind for r in roles if r is not None}
-            return roles[0] if len(kinds) == 1 and all(r is not None for r in roles) else None
+            if not (len(kinds) == 1 and all(r is not None for r in roles)):
+                return None
+            flag = dotted(value.test)
+            if len(roles) == 1 and _is_none(value.orelse) and flag is not None:
+                return replace(roles[0], present_if=f"{scope.name}:{flag}")
+            return roles[0]
         return None
 
     def _assignment(self, node: cst.CSTNode, scope: Scope) -> bool:
