@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
-from steplint.model.schedules import sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
+from steplint.model.schedules import never_moves, sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import assignment_targets, dotted, is_cadence, last_name, names_in, walk_expressions
 from steplint.suppress import intent_basis
@@ -380,12 +380,15 @@ class Counters:
     def schedule_basis(self, event: Event) -> str:
         """What a scheduler call counts: its `# steplint: schedule=` comment; else batches when it is
         built from the number of batches its loop runs (an LR range test) or, stepped every batch under
-        accumulation, its length counts that loop's batches; else the setting."""
+        accumulation, its length counts that loop's batches; "constant" for a schedule that never moves the
+        learning rate (it counts nothing); else the setting."""
         if self.model.remember(("intent comments",), lambda: "steplint:" in self.model.source.text):  # none: no need to place the call
             first, last = self.model.text.rows(event.site.statement)
             declared = intent_basis(self.model.source, range(first, last + 1))
             if declared:
                 return declared
+        if event.kind == SCHEDULER_STEP and never_moves(self.model, event):
+            return "constant"
         if event.kind == SCHEDULER_STEP and (sized_by_its_loops_batches(self.model, event) is not None or sized_in_the_batches_it_steps_per(self.model, event)):
             return "batches"
         return self.model.settings.schedule_basis

@@ -364,15 +364,23 @@ class Guards:
         module (to any callee), nor any call of the project that may reach this module, passes by keyword
         with a value that may be true, nor this module by position (`step_every_batch=False`, never
         given). What it guards does not run."""
-        project = self.model.roles.project
-        switched_on = {pair.rsplit("|", 1)[1] for pair in self.switched_on_calls} | set(project.switched_on if project is not None else ())
         for guard in site.guards:
             if guard.negated or guard.early_exit or not isinstance(guard.test, (cst.Name, cst.Attribute)):
                 continue
             parameters = self._flag_parameters(guard.test, site.scope)
-            if parameters and not any(name in switched_on or self._passed_by_position(scope, name) for scope, name in parameters):
+            if parameters and all(self.holds_its_default(scope, name) for scope, name in parameters):
                 return guard
         return None
+
+    def holds_its_default(self, scope: Scope, name: str) -> bool:
+        """No call of the module, nor of the project that may reach it, passes parameter `name` a value
+        that may be true by keyword (to any callee), nor this module by position: it holds its default."""
+        return name not in self._switched_on_keywords and not self._passed_by_position(scope, name)
+
+    @cached_property
+    def _switched_on_keywords(self) -> Set[str]:
+        project = self.model.roles.project
+        return {pair.rsplit("|", 1)[1] for pair in self.switched_on_calls} | set(project.switched_on if project is not None else ())
 
     def _flag_parameters(self, test: cst.BaseExpression, scope: Scope) -> List[tuple]:
         """(scope, parameter) pairs whose falsy default is all the flag ever holds; [] when it holds anything else."""

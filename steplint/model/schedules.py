@@ -18,7 +18,7 @@ import libcst as cst
 from steplint.model.events import EARLY_EXIT, Event
 from steplint.model.roles import CONSTRUCTOR, SCHEDULER
 from steplint.model.structure import Scope, Site
-from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
+from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
@@ -82,6 +82,50 @@ def constructor_of(model: "ModuleModel", known: Assignments, event: Event) -> Op
     call, site = known.schedulers[key][0]
     built = model.roles.constructed(call, site.scope)
     return (call, site) if built is not None and built.kind == SCHEDULER else None
+
+
+def never_moves(model: "ModuleModel", event: Event) -> bool:
+    """The scheduler holds the learning rate where it is: transformers' or diffusers'
+    `get_constant_schedule(opt)`, their `get_scheduler("constant", ...)` with the name as written or
+    a parameter's default that no call passes another value for, `ConstantLR(opt, factor=1.0)`,
+    `LambdaLR(opt, lambda _: 1.0)`. Stepping it after a skipped update changes nothing."""
+    built = constructor_of(model, assignments(model), event)
+    if built is None:
+        return False
+    call, site = built
+    qualified = event.role.constructor or ""
+    tail = qualified.rsplit(".", 1)[-1]
+    if tail == "get_constant_schedule" and qualified.startswith(("transformers.", "diffusers.")):
+        return True
+    if tail == "get_scheduler" and qualified.startswith(("transformers.", "diffusers.")):
+        name = keyword(call, "name")
+        name = positional(call)[0] if name is None and positional(call) else name
+        return name is not None and _string_value(model, name, site) == "constant"
+    if tail == "ConstantLR":
+        return _is_one(keyword(call, "factor"))
+    if tail == "LambdaLR":
+        given = keyword(call, "lr_lambda") or (positional(call)[1] if len(positional(call)) > 1 else None)
+        return isinstance(given, cst.Lambda) and _is_one(given.body)
+    return False
+
+
+def _is_one(expr: Optional[cst.BaseExpression]) -> bool:
+    """`1` or `1.0` as written."""
+    return isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value.replace("_", "")) == 1
+
+
+def _string_value(model: "ModuleModel", expr: cst.BaseExpression, site: Site) -> Optional[str]:
+    """A string as written, or the default of a parameter of the function that holds nothing else."""
+    value = literal(expr)
+    if isinstance(value, str):
+        return value
+    if not isinstance(expr, cst.Name) or assignments(model).before(site.scope, expr.value, site.order):
+        return None
+    param = next((p for p in site.scope.params if p.name.value == expr.value), None)
+    if param is None or param.default is None or not model.guards.holds_its_default(site.scope, expr.value):
+        return None
+    value = literal(param.default)
+    return value if isinstance(value, str) else None
 
 
 def length_argument(call: cst.Call) -> Optional[cst.BaseExpression]:

@@ -20,6 +20,7 @@ import libcst as cst
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER
+from steplint.model.schedules import never_moves
 from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
 
@@ -385,8 +386,10 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             if key is None or role is None:
                 continue
             # (a scheduler built with `last_epoch=` a resumed position is restored by its construction)
+            # (nor is there anything to restore of one that never moves the learning rate)
             if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (
                 role.prepared or role.engine_owned or role.positioned or key in model.state.positioned_on_resume
+                or event.kind == SCHEDULER_STEP and never_moves(model, event)
             ):
                 kind = "scheduler"
             elif role.kind == SCALER and role.enabled is not False:
