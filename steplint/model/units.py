@@ -29,7 +29,7 @@ import libcst as cst
 from steplint.model.counters import DATA_SIZE
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
 from steplint.model.schedules import loop_iterable, unwrapped
-from steplint.model.syntax import assignment_targets, dotted, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, last_name, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
 
 BATCHES = "batches"  # one per item of the data loader (a micro-batch under accumulation)
@@ -146,6 +146,14 @@ class Units:
         if key in self.enumerate_indices:
             return self.model.remember(("index unit", key), lambda: _index_unit(self.model, key))
         return self.model.remember(("counter unit", key), lambda: _counter_unit(self.model, key))
+
+    def consumer_at(self, node: cst.CSTNode) -> Optional[Consumer]:
+        """The consumer whose test or call is `node` (a cadence's test), with the unit it expects."""
+        return self._by_node.get(id(node))
+
+    @cached_property
+    def _by_node(self) -> Dict[int, Consumer]:
+        return {id(c.node): c for found in self.consumers.values() for c in found}
 
     def consumers_of(self, increment: Event) -> List[Consumer]:
         """The consumers that read the counter or a name computed from it, each with the unit it expects."""
@@ -552,20 +560,35 @@ def _totals_in_updates(model) -> Dict[str, cst.BaseExpression]:
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
             continue
         value = node.value
-        subs = list(walk_expressions(value))
-        lengths = any(isinstance(s, cst.Call) and dotted(s.func) == "len" for s in subs)
-        divided = any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, (cst.FloorDivide, cst.Divide)) for s in subs)
-        if lengths and divided and not _is_data_product(value):
+        if _length_per_window(value) and not _is_data_product(value):
             text = dotted(node.targets[0].target)
             if text:
                 found[text] = value
-    # one level through names: `max_steps = epochs * updates_per_epoch`
+    # one level through names, by arithmetic: `max_steps = epochs * updates_per_epoch`, `every = max(1, total // 10)`
+    first = dict(found)
     for node, site in model.structure.statements:
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and _arithmetic(node.value):
             text = dotted(node.targets[0].target)
-            if text and text not in found and any(n in found for n in _names(node.value)) and not _is_data_product(node.value):
+            if text and text not in found and any(n in first for n in _names(node.value)) and not _is_data_product(node.value):
                 found[text] = node.value
     return found
+
+
+def _length_per_window(expr: cst.BaseExpression) -> bool:
+    """A division of a length by the window: `len(loader) // accum`, `ceil(len(loader) / grad_accum)`."""
+    return any(
+        isinstance(s, cst.BinaryOperation) and isinstance(s.operator, (cst.FloorDivide, cst.Divide))
+        and any(isinstance(c, cst.Call) and dotted(c.func) == "len" for c in walk_expressions(s.left))
+        and _WINDOW_LENGTH.search(" ".join(_names(s.right)))
+        for s in walk_expressions(expr)
+    )
+
+
+def _arithmetic(expr: cst.BaseExpression) -> bool:
+    """Numbers computed from numbers: operators, and `max`, `min`, `int`, `round`, `ceil` of them."""
+    if isinstance(expr, cst.BinaryOperation):
+        return True
+    return isinstance(expr, cst.Call) and last_name(expr.func) in ("max", "min", "int", "round", "ceil")
 
 
 def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cst.BaseExpression], batch_totals: Dict[str, cst.BaseExpression]):
@@ -579,10 +602,10 @@ def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cs
         ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
         if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
             return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text.of(test)}`) cuts the data short; it is no update budget")
-        for name in _names(test):
-            if name in totals:
-                why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
-                return UPDATES, Evidence(UPDATES, test, why)
+    for name in _names(test):
+        if name in totals:  # a budget against a total in updates, or a cadence that is a share of one
+            why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
+            return UPDATES, Evidence(UPDATES, test, why)
     for name in _names(test):
         if name in batch_totals:
             return BATCHES, Evidence(BATCHES, test, f"`{name}` is a number of batches: `{model.text.of(batch_totals[name])}`")
