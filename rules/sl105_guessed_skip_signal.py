@@ -9,6 +9,7 @@ The loss scale is not a record of what happened to one optimizer.
 - Read before `scaler.update()`, the scale has not changed yet: every update looks committed.
 - After the scale underflows to 0, or after `scaler.update(new_scale=...)`, the comparison says
   whatever the arithmetic says.
+- `==` and `!=` take an update that grew the scale for a skipped one.
 - A strict `scale_before < scale_after` is true only on growth steps (every 2,000 updates by
   default), so the schedule almost never moves.
 
@@ -19,9 +20,9 @@ loss is finite, and the scaler then skips an update that the check calls committ
 ```python
 scale_before = scaler.get_scale()
 scaler.step(optimizer)
-scaler.update()
-if scale_before <= scaler.get_scale():
+if scale_before <= scaler.get_scale():  # read before update(): always true
     scheduler.step()
+scaler.update()
 ```
 
 ## Use instead
@@ -33,7 +34,10 @@ if committed:
 ```
 
 Silent for exact signals and for flags the code keeps itself (`if not overflow:` in fairseq style,
-`was_step_applied()`, `not accelerator.optimizer_step_was_skipped`).
+`was_step_applied()`, `not accelerator.optimizer_step_was_skipped`). Silent, too, for a comparison
+none of whose failure cases applies where it is read: `before <= after` (or `before > after`) after
+`update()`, with one optimizer on the scaler and no `update(new_scale=...)`, is exact in practice
+(it goes wrong only once the scale has underflowed to 0). The message names the case that applies.
 
 ## Fix safety
 Safe, where the update is a plain `scaler.step(optimizer)` statement, or a call of a helper in the
@@ -56,6 +60,8 @@ diagnostic says why, when the fixed module would not parse, when a name it inser
 when an object whose state it restores is built again after the restore; and a later round of
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
+
+from typing import Optional
 
 import libcst as cst
 
@@ -81,7 +87,9 @@ def check(model):
                 uses.setdefault(id(guess), (guess, negation, container, []))[3].append((event, update, guard))
     for guess, negation, container, gated in uses.values():
         _, update, guard = gated[0]
-        yield Finding(guess, _message(model, guess, update, guard, gated[0][0].site.scope), _fix(model, guess, negation, container, gated))
+        message = _message(model, guess, update, guard, gated[0][0].site.scope)
+        if message is not None:
+            yield Finding(guess, message, _fix(model, guess, negation, container, gated))
 
 
 def _ends_a_pass(guard):
@@ -90,14 +98,25 @@ def _ends_a_pass(guard):
     return guard.early_exit or any(isinstance(node, EXITS) for node in walk_expressions(guard.statement))
 
 
-def _message(model, guess, update, guard, scope):
+def _message(model, guess, update, guard, scope) -> Optional[str]:
+    """What is wrong with the guess where it is read, or None when none of its failure cases applies."""
     if isinstance(guess, cst.Call):
         return "Loss finiteness is not the commit signal: gradients can overflow while the loss is finite, and the skipped update still counts"
     if scale_comparison(model, guess, scope) is cst.LessThan and not guard.negated:  # (the strict test runs the schedule)
         return f"`{model.text.of(guess)}` guesses the commit from the loss scale, and a strict comparison is true only when the scale grew: the schedule almost never moves"
     if _read_before_update(model, guess, update):
         return f"`{model.text.of(guess)}` reads the loss scale before `scaler.update()`, when it has not changed yet: every update looks committed"
-    return f"`{model.text.of(guess)}` guesses the commit from the loss scale: wrong when optimizers share the scaler, after underflow and after `update(new_scale=...)`"
+    operator = scale_comparison(model, guess, scope)
+    text = f"`{model.text.of(guess)}` guesses the commit from the loss scale"
+    if operator in (cst.Equal, cst.NotEqual, cst.GreaterThanEqual):
+        return f"{text}: an update that grows the scale (every 2,000 committed updates by default) looks skipped"
+    if model.passes.shares_its_pass(update):
+        return f"{text}: optimizers share the scaler, and when one skips, the scale drops for all of them: every one looks skipped"
+    if update.strategy == SCALER and any(model.same_object(u, update) and (u.node.args) for u in model.of_kind(SCALER_UPDATE)):
+        return f"{text}: after `update(new_scale=...)` the comparison says what the scale set by hand says"
+    # `before <= after` (or `before > after`), read after `update()`, one optimizer on the scaler,
+    # no scale set by hand: exact in practice (wrong only once the scale has underflowed to 0).
+    return None
 
 
 def _read_before_update(model, guess, update):

@@ -367,13 +367,15 @@ class Counters:
 
     @cached_property
     def _literal_writes(self) -> Dict[str, List[Site]]:
-        """Key -> the sites where the module sets it to an integer literal (`n = 0`)."""
+        """Key -> the sites where the module sets it to an integer literal (`n = 0`, `best, n = x, 0`)."""
         found: Dict[str, List[Site]] = defaultdict(list)
         for node, site in self.model.structure.statements:
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer):
-                for target in assignment_targets(node):
-                    key = self.model.roles.key(target, site.scope) if isinstance(target, (cst.Name, cst.Attribute)) else None
-                    if key:
+            if not isinstance(node, cst.Assign):
+                continue
+            for target in node.targets:
+                for element, value in _paired(target.target, node.value):
+                    key = self.model.roles.key(element, site.scope) if isinstance(element, (cst.Name, cst.Attribute)) else None
+                    if key and isinstance(value, cst.Integer):
                         found[key].append(site)
         return found
 
@@ -403,6 +405,13 @@ class Counters:
             and not (role.prepared or role.engine_owned or role.metric)
             and self.schedule_basis(event) == COMMITTED_UPDATES
         )
+
+
+def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> List[tuple]:
+    """(target, value) pairs of an assignment, element by element for `a, b = x, 0`."""
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
+        return [pair for t, v in zip(target.elements, value.elements) for pair in _paired(t.value, v.value)]
+    return [(target, value)]
 
 
 def _reads_length_of(expr: cst.BaseExpression, data: Set[str]) -> bool:

@@ -38,6 +38,7 @@ UPDATES = "updates"  # one per committed update
 DATA = "data"  # samples or tokens: where the data stands
 EPOCHS = "epochs"
 RUNS = "runs"  # the runs of the block it gates (saves made on a timer): no step at all
+STREAK = "streak"  # events in a row (evaluations without improvement): set back inside the loop that advances it
 UNKNOWN = "unknown"
 
 # What `# steplint: counter=...` and `[tool.steplint.units]` accept, and the unit each means.
@@ -71,7 +72,7 @@ class CounterUnit:
     def by_design(self) -> bool:
         """Counts what the data loader gives (batches, samples, epochs), shown by the code or declared:
         consumers that follow it are in that unit too, and skipped updates are counted on purpose."""
-        return self.unit in DATA_UNITS + (RUNS,) and bool(self.evidence)
+        return self.unit in DATA_UNITS + (RUNS, STREAK) and bool(self.evidence)
 
     @property
     def shown_by(self) -> Optional[Evidence]:
@@ -190,7 +191,8 @@ class Units:
     @staticmethod
     def describe(unit: CounterUnit) -> str:
         """The evidence for a counter's unit, for a message: `counts batches (set to ...; named ...)`."""
-        words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", RUNS: "the runs of the block it gates", UNKNOWN: "an unknown unit"}
+        words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", RUNS: "the runs of the block it gates",
+                 STREAK: "events in a row", UNKNOWN: "an unknown unit"}
         reasons = "; ".join(e.why for e in unit.evidence[:2])
         return f"counts {words[unit.unit]}" + (f" ({reasons})" if reasons else "")
 
@@ -206,6 +208,8 @@ def _counter_unit(model, key: str) -> CounterUnit:
     retried = model.counters.retry_counters.get(key)
     if retried is not None:
         return CounterUnit(RUNS, (Evidence(RUNS, retried.node, f"advanced only when the `try` in `{model.text.of(retried.site.loop.test)}` fails: it counts retries"),))
+    if increments and key in model.counters.reset_in_their_loop:
+        return CounterUnit(STREAK, (Evidence(STREAK, increments[0].node, "set back inside the loop that advances it: it starts over by itself"),))
     found: List[Evidence] = [e for e in map(lambda i: _own_test(model, key, i), increments) if e is not None]
     if increments and len(found) == len(increments):
         return CounterUnit(RUNS, tuple(found[:1]))
