@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from steplint.model.events import CALL, COUNTER_INCREMENT, SKIPPABLE_STEP, Event
-from steplint.model.units import Evidence
+from steplint.model.units import UNIT_WORDS, Evidence
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 # A premise: (claim, row, column), 1-based, in the diagnostic's file.
 Premise = Tuple[str, int, int]
-_UNIT_WORDS = {"batches": "batches", "windows": "attempted updates", "updates": "committed updates", "data": "samples or tokens", "epochs": "epochs", "runs": "the runs of the block it gates", "unknown": "an unknown unit"}
 
 
 def skip_reason(update: Event) -> str:
@@ -71,7 +70,7 @@ def premises(model: "ModuleModel", node: "cst.CSTNode") -> Tuple[Premise, ...]:
         for key, consumer in _consumers_by_site(model).get(id(site), []):
             found.extend(_unit_premises(model, key.rsplit(":", 1)[-1], model.units.unit_of_key(key).evidence))
             if consumer.evidence is not None:
-                found.append(_at(model, consumer.evidence.node, f"it expects {_UNIT_WORDS[consumer.evidence.unit]}: {consumer.evidence.why}"))
+                found.append(_at(model, consumer.evidence.node, f"it expects {UNIT_WORDS[consumer.evidence.unit]}: {consumer.evidence.why}"))
     return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
@@ -113,7 +112,7 @@ def _update_of_pass(model: "ModuleModel", events: List[Event], site) -> Optional
 
 def _unit_premises(model: "ModuleModel", name: str, evidence: Tuple[Evidence, ...]) -> List[Premise]:
     return [
-        _at(model, e.node, f"`{name}` counts {_UNIT_WORDS[e.unit]}: {e.why}" + (" (its name only)" if e.name_only else ""))
+        _at(model, e.node, f"`{name}` counts {UNIT_WORDS[e.unit]}: {e.why}" + (" (its name only)" if e.name_only else ""))
         for e in evidence
     ]
 

@@ -41,6 +41,11 @@ RUNS = "runs"  # the runs of the block it gates (saves made on a timer): no step
 STREAK = "streak"  # events in a row (evaluations without improvement): set back inside the loop that advances it
 UNKNOWN = "unknown"
 
+# Each unit in words, for messages.
+UNIT_WORDS = {
+    BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "samples or tokens", EPOCHS: "epochs",
+    RUNS: "the runs of the block it gates", STREAK: "events in a row", UNKNOWN: "an unknown unit",
+}
 # What `# steplint: counter=...` and `[tool.steplint.units]` accept, and the unit each means.
 DECLARED = dict(zip(DECLARED_UNITS, (BATCHES, DATA, DATA, UPDATES, EPOCHS)))
 # Units a counter has by design when it counts what the data loader gives: skipped updates consumed their data too.
@@ -191,10 +196,8 @@ class Units:
     @staticmethod
     def describe(unit: CounterUnit) -> str:
         """The evidence for a counter's unit, for a message: `counts batches (set to ...; named ...)`."""
-        words = {BATCHES: "batches", WINDOWS: "attempted updates", UPDATES: "committed updates", DATA: "data", EPOCHS: "epochs", RUNS: "the runs of the block it gates",
-                 STREAK: "events in a row", UNKNOWN: "an unknown unit"}
         reasons = "; ".join(e.why for e in unit.evidence[:2])
-        return f"counts {words[unit.unit]}" + (f" ({reasons})" if reasons else "")
+        return f"counts {UNIT_WORDS[unit.unit]}" + (f" ({reasons})" if reasons else "")
 
 
 # -- counters ------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import click
 
 from steplint.trace import SCHEMA_VERSION
 
-UNIT_WORDS = {"batches": "batches", "windows": "attempted updates", "updates": "committed updates", "data": "data (samples/tokens)", "epochs": "epochs", "runs": "runs of the block it gates", "unknown": "unknown"}
+UNIT_WORDS = {"batches": "batches", "windows": "attempted updates", "updates": "committed updates", "data": "data (samples/tokens)", "epochs": "epochs", "runs": "runs of the block it gates", "streak": "events in a row", "unknown": "unknown"}
 
 
 def render_json(loops: List[dict]) -> str:
