@@ -69,3 +69,13 @@ def test_the_hf_trainer_recipe_explains_checkpoints_named_in_attempts_not_in_mic
     assert rows() == [12, 22]
     (tmp_path / "steplint.toml").write_text('recipe = "hf-trainer"\n')
     assert rows() == [12]
+
+
+
+def test_every_unit_has_words_in_messages_and_in_the_trace_report():
+    from steplint.model import units
+    from steplint.report import trace
+
+    known = {units.BATCHES, units.WINDOWS, units.UPDATES, units.DATA, units.EPOCHS, units.RUNS, units.STREAK, units.UNKNOWN}
+    assert set(units.UNIT_WORDS) == known
+    assert set(trace.UNIT_WORDS) == known
