@@ -144,7 +144,7 @@ class RoleTable:
         return role is not None and role.kind == kind
 
     def qualified(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
-        return self.imports.qualified(expr, frozenset(scope.local_names) if scope.name != "<module>" else frozenset())
+        return self.imports.qualified(expr, frozenset(scope.local_names) if scope.name != "<module>" else frozenset(), _own_imports(scope))
 
     # -- inference -------------------------------------------------------------------------------
 
@@ -503,4 +503,16 @@ def _property_aliases(structure: Structure) -> Dict[Tuple[str, str], str]:
         value = last.body[0].value if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return) else None
         if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == scope.self_name:
             found[(scope.class_name, node.name.value)] = value.attr.value
+    return found
+
+
+def _own_imports(scope: Scope) -> Optional[Dict[str, str]]:
+    """What the import statements of a function and of the functions around it bind, nearest first."""
+    if scope.parent is None:
+        return scope.imports  # (the common case: no dict built per lookup)
+    found: Dict[str, str] = {}
+    while scope is not None:
+        for name, qualified in scope.imports.items():
+            found.setdefault(name, qualified)
+        scope = scope.parent
     return found

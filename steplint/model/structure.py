@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
-from steplint.model.syntax import walk_expressions
+from steplint.model.syntax import import_bindings, walk_expressions
 
 LoopNode = Union[cst.For, cst.While]
 EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)  # statements that end a pass early
@@ -30,6 +30,7 @@ class Scope:
     parent: Optional["Scope"] = None  # the enclosing function of a nested function
     global_names: set = field(default_factory=set)  # names the function declares `global`: the module's, not its own
     nonlocal_names: set = field(default_factory=set)  # names it declares `nonlocal`: an enclosing function's
+    imports: Dict[str, str] = field(default_factory=dict)  # names its own import statements bind -> qualified names
 
     def owner_of(self, name: str) -> Optional["Scope"]:
         """The function scope that binds `name`, this one or an enclosing one; None: a global."""
@@ -267,7 +268,9 @@ def ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
 
 
 def _bind_names(node: cst.CSTNode, scope: Scope) -> None:
-    if isinstance(node, cst.Global) and scope.name != "<module>":
+    if isinstance(node, (cst.Import, cst.ImportFrom)) and scope.name != "<module>":
+        scope.imports.update(import_bindings(node))  # `from apex import amp` in a function or a branch of it
+    elif isinstance(node, cst.Global) and scope.name != "<module>":
         scope.global_names.update(n.name.value for n in node.names)
         scope.local_names.difference_update(scope.global_names)
     elif isinstance(node, cst.Nonlocal):

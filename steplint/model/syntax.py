@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -219,6 +219,26 @@ def names_in(node: cst.CSTNode) -> Iterator[str]:
                 yield name
 
 
+def import_bindings(node: Union[cst.Import, cst.ImportFrom]) -> Dict[str, str]:
+    """The local names an import statement binds -> the qualified names they stand for (none for `*`)."""
+    found: Dict[str, str] = {}
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            full = dotted(alias.name) or ""
+            if alias.asname is not None:
+                found[alias.asname.name.value] = full  # type: ignore[union-attr]
+            else:
+                head = full.split(".")[0]
+                found[head] = head
+    elif not isinstance(node.names, cst.ImportStar):
+        base = "." * len(node.relative) + (dotted(node.module) or "")
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else dotted(alias.name)
+            local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
+            found[local] = f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"
+    return found
+
+
 class ImportMap:
     """Local names bound by imports, mapped to the qualified names they stand for."""
 
@@ -229,29 +249,20 @@ class ImportMap:
         self.names: Dict[str, str] = {}
         self.star_modules: List[str] = []  # `from pkg.mod import *`: what the module re-exports unnamed
         for node in walk_expressions(module):
-            if isinstance(node, cst.Import):
-                for alias in node.names:
-                    full = dotted(alias.name) or ""
-                    if alias.asname is not None:
-                        self.names[alias.asname.name.value] = full  # type: ignore[union-attr]
-                    else:
-                        head = full.split(".")[0]
-                        self.names[head] = head
-            elif isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+            if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
                 self.star_modules.append("." * len(node.relative) + (dotted(node.module) or ""))
-            elif isinstance(node, cst.ImportFrom):
-                base = "." * len(node.relative) + (dotted(node.module) or "")
-                for alias in node.names:
-                    name = alias.name.value if isinstance(alias.name, cst.Name) else dotted(alias.name)
-                    local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
-                    self.names[local] = f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"
+            elif isinstance(node, (cst.Import, cst.ImportFrom)):
+                self.names.update(import_bindings(node))
 
-    def qualified(self, expr: cst.BaseExpression, local_names: frozenset = frozenset()) -> Optional[str]:
-        """The import-resolved name of `expr`, or None when its base is not an imported name."""
+    def qualified(self, expr: cst.BaseExpression, local_names: frozenset = frozenset(), own_imports: Optional[Dict[str, str]] = None) -> Optional[str]:
+        """The import-resolved name of `expr`, or None when its base is not an imported name.
+        `own_imports`: what the enclosing functions' own import statements bind, nearest first."""
         text = dotted(expr)
         if text is None:
             return None
         head, _, rest = text.partition(".")
+        if own_imports and head in own_imports:
+            return f"{own_imports[head]}.{rest}" if rest else own_imports[head]
         if head in local_names:
             return None
         resolved = self.names.get(head)
