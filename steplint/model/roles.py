@@ -144,7 +144,7 @@ class RoleTable:
         return role is not None and role.kind == kind
 
     def qualified(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
-        return self.imports.qualified(expr, frozenset(scope.local_names) if scope.name != "<module>" else frozenset(), _own_imports(scope))
+        return self.imports.qualified(expr, frozenset(scope.local_names) if scope.name != "<module>" else frozenset(), own_imports(scope))
 
     # -- inference -------------------------------------------------------------------------------
 
@@ -506,7 +506,7 @@ def _property_aliases(structure: Structure) -> Dict[Tuple[str, str], str]:
     return found
 
 
-def _own_imports(scope: Scope) -> Optional[Dict[str, str]]:
+def own_imports(scope: Scope) -> Optional[Dict[str, str]]:
     """What the import statements of a function and of the functions around it bind, nearest first."""
     if scope.parent is None:
         return scope.imports  # (the common case: no dict built per lookup)

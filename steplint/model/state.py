@@ -19,7 +19,7 @@ import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.precision import command_line_default
-from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER
+from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, own_imports
 from steplint.model.schedules import never_moves
 from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
@@ -102,15 +102,22 @@ class State:
 
     @cached_property
     def held_scalers(self) -> Dict[str, str]:
-        """Keys of the GradScalers an Accelerator in fp16 holds (`accelerator.scaler`), for the
-        Accelerators whose prepared optimizers the module steps -> how the code shows fp16. The scaler is
-        never a name of the script, but a checkpoint written by hand (not `save_state`) must store it
-        all the same. fp16 shows as `mixed_precision="fp16"`, or as the default of the module's argument
-        parser for the option it is given (`--mixed-precision`, `default="fp16"`); an Accelerator whose
-        precision the code does not show (`Accelerator(**kwargs)`, `accelerate config`) holds none."""
+        """Loss scalers the run holds without naming them -> what they are, for a message.
+        - The GradScaler an Accelerator in fp16 holds (`accelerator.scaler`), for the Accelerators whose
+          prepared optimizers the module steps. A checkpoint written by hand (not `save_state`) must store
+          it all the same. fp16 shows as `mixed_precision="fp16"`, or as the default of the module's
+          argument parser for the option it is given (`--mixed-precision`, `default="fp16"`); an
+          Accelerator whose precision the code does not show (`Accelerator(**kwargs)`) holds none.
+        - apex amp's loss scaler, kept in the `amp` module (`amp.state_dict()`), where the module's steps
+          go through `amp.scale_loss` and no `amp.initialize` of the module sets a static scale."""
         found: Dict[str, str] = {}
         for step in self.model.of_kind(SKIPPABLE_STEP):
             role = step.role
+            if step.strategy == "apex":
+                key = self._apex_amp_key(step.site.scope)
+                if key:
+                    found[key] = "apex amp's dynamic loss scaler: `amp.state_dict()`"
+                continue
             if step.strategy != "accelerate" or role is None or not role.accelerator:
                 continue
             if role.mixed_precision == "fp16":
@@ -121,8 +128,19 @@ class State:
                 continue
             key = self.model.roles.key(cst.parse_expression(f"{role.accelerator}.scaler"), step.site.scope)
             if key:
-                found[key] = how
+                found[key] = f"the GradScaler of {how}"
         return found
+
+    def _apex_amp_key(self, scope: "Scope") -> Optional[str]:
+        """The key of the name bound to `apex.amp`, unless an `amp.initialize` sets a static loss scale
+        (`loss_scale=128.0`) or an fp32 level (`opt_level="O0"`)."""
+        for call, site in self.model.structure.calls:
+            if self.model.roles.qualified(call.func, site.scope) == "apex.amp.initialize":
+                scale, level = keyword(call, "loss_scale"), literal(keyword(call, "opt_level"))
+                if scale is not None and literal(scale) != "dynamic" or level == "O0":
+                    return None
+        names = [name for name, qualified in {**self.model.imports.names, **(own_imports(scope) or {})}.items() if qualified == "apex.amp"]
+        return self.model.roles.key(cst.Name(names[0]), scope) if names else None
 
     def _precision_given(self, accelerator: str, scope: "Scope") -> Optional[cst.BaseExpression]:
         """The `mixed_precision=` expression of the Accelerator constructor assigned to `accelerator`."""
@@ -160,7 +178,7 @@ class State:
     def describe_held(self, key: str) -> str:
         """A step state's name for a message: `scheduler`, or `accelerator.scaler` (the GradScaler ...)."""
         name = f"`{key.split(':', 1)[1]}`"
-        return name + f" (the GradScaler of {self.held_scalers[key]})" if key in self.held_scalers else name
+        return name + f" ({self.held_scalers[key]})" if key in self.held_scalers else name
 
     @cached_property
     def saved_under(self) -> Dict[str, str]:
