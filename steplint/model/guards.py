@@ -234,8 +234,9 @@ class Guards:
         return bool(values) and all(name in sources and all(order < before for order in sources[name]) for name in values)
 
     def _global_locals(self, scope: Scope) -> Dict[str, List[int]]:
-        """Locals of a scope every assignment of which is a call giving a value alike on all ranks ->
-        orders of those assignments."""
+        """Locals of a scope every assignment of which gives a value alike on all ranks -> orders of
+        those assignments: a call of `_GLOBAL_VALUE_CALLS`, or a literal (a default, `grad_norm = 0.0`,
+        before one), as long as one assignment is such a call."""
         found = self._rank_global.get(id(scope))
         if found is None:
             written: Dict[str, List[tuple]] = {}
@@ -244,9 +245,11 @@ class Guards:
                     if isinstance(target, cst.Name):
                         value = node.value if isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target else None
                         alike = isinstance(value, cst.Call) and last_name(value.func) in _GLOBAL_VALUE_CALLS
-                        written.setdefault(target.value, []).append((alike, site.order))
+                        constant = value is not None and (literal(value) is not ... or isinstance(value, cst.Float))
+                        written.setdefault(target.value, []).append((alike, constant, site.order))
             found = self._rank_global[id(scope)] = {
-                name: [order for _, order in writes] for name, writes in written.items() if all(alike for alike, _ in writes)
+                name: [order for _, _, order in writes] for name, writes in written.items()
+                if all(alike or constant for alike, constant, _ in writes) and any(alike for alike, _, _ in writes)
             }
         return found
 
