@@ -86,6 +86,12 @@ def _last_step_of_its_pass(model, step):
     return all(model.passes.covers(step.site, other.site) for other in others)
 
 
+def _present(model, guard, unscale):
+    """The guard holds where the unscaled scaler exists: `if scaler is not None:` (or `if scaler:`)."""
+    text, flipped = model.guards.condition(guard.test)
+    return text == model.text.of(unscale.subject) and guard.negated == flipped
+
+
 def _unscale_then_skip(model, updates):
     """`unscale_` on a path that reaches neither a step nor an update of its scaler: skipped on purpose."""
     steps = model.of_kind(SKIPPABLE_STEP)
@@ -100,7 +106,8 @@ def _unscale_then_skip(model, updates):
         if any(model.passes.exclusive(a.site, b.site) for a in later for b in later if a is not b):
             continue  # each branch updates
         own = {id(g.test) for g in unscale.site.guards}
-        skips = [g for g in later[0].site.guards if id(g.test) not in own]
+        # (a path where the scaler is None unscaled nothing either: `if scaler is not None:` skips nothing)
+        skips = [g for g in later[0].site.guards if id(g.test) not in own and not _present(model, g, unscale)]
         if not skips:
             continue  # the update is only in the other arm of the unscale's own test (an XLA branch beside the CUDA one): whether that arm runs with an enabled scaler is not known here
         if any(model.guards.kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):
