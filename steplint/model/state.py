@@ -271,8 +271,15 @@ class State:
     def positioned_on_resume(self) -> Set[str]:
         """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`),
         built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`), or
-        replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing)."""
+        replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing),
+        or told it: `scheduler.step(start_epoch)` outside any loop, or given its position at every step
+        (`step(epoch)`, `step_update(n)`), which the state would not add to."""
         found: Set[str] = {key for key in map(self._replayed_scheduler, self.model.of_kind(SCHEDULER_STEP)) if key}
+        told: Dict[str, List[Event]] = {}
+        for event in self.model.of_kind(SCHEDULER_STEP):
+            if event.role is not None and not event.role.metric and isinstance(event.node, cst.Call) and event.subject is not None:
+                told.setdefault(self.model.roles.key(event.subject, event.site.scope) or "", []).append(event)
+        found.update(key for key, events in told.items() if all(e.explicit_position for e in events) or any(e.explicit_position and e.site.loop is None for e in events))
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
