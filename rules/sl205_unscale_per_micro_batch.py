@@ -1,6 +1,7 @@
 """## What it does
 Under gradient accumulation, finds `scaler.unscale_(optimizer)` (and the clipping after it) that
-runs every micro-batch while `scaler.step(optimizer)` runs once per window.
+runs every micro-batch while `scaler.step(optimizer)` runs once per window; and, with apex, a clip
+every micro-batch after `with amp.scale_loss(loss, optimizer)`, which unscales as it exits.
 
 ## Why is this bad?
 `unscale_` may be called once per optimizer between `update()`s: the second micro-batch raises
@@ -34,7 +35,7 @@ if (i + 1) % accum == 0:
 The fix moves `unscale_` and the clipping statements right after it into the window block, before
 its first clip or `scaler.step`. Safe: a runtime test shows the loop then runs, and clips and updates exactly as
 plain fp32 accumulation does. No fix when other clipping follows elsewhere in the micro-batch, or a
-clip's result is read outside the window.
+clip's result is read outside the window. No fix for the apex clip: no runtime test of ours runs apex.
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
 diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
 when an object whose state it restores is built again after the restore; and a later round of
@@ -72,6 +73,26 @@ def check(model):
         scaler = model.text.of(unscale.subject)
         message = f"`{model.text.of(unscale.node)}` runs every micro-batch, but `{scaler}.step` once per window (`{model.text.of(boundary.test)}`): the second call raises, or unscales the gradients again"
         yield Finding(unscale.node, message, _move_fix(model, unscale, step))
+    yield from _apex_clips(model)
+
+
+def _apex_clips(model):
+    """apex unscales as `with amp.scale_loss(loss, optimizer)` exits: a clip after it, every
+    micro-batch, cuts the partial sums of a window whose update comes once."""
+    for clip in model.of_kind(CLIP):
+        if model.windows.boundary(clip.site) is not None:
+            continue
+        steps = [
+            s for s in model.passes.in_iteration(clip, SKIPPABLE_STEP)
+            if s.strategy == "apex" and model.windows.boundary(s.site) is not None and not model.windows.same_window(s.site, clip.site)
+        ]
+        if steps:
+            boundary = model.windows.boundary(steps[0].site)
+            yield Finding(clip.node, (
+                f"`{model.text.of(clip.node)}` clips every micro-batch the gradients apex has unscaled (`amp.scale_loss`), but "
+                f"`{model.text.of(steps[0].node)}` runs once per window (`{model.text.of(boundary.test)}`): it cuts partial sums, not the "
+                "window's gradient (no fix: move the clip into the window block, before the step)"
+            ))
 
 
 def _move_fix(model, unscale, step):
