@@ -108,7 +108,9 @@ def _reported_at_the_helper(model, save, missing):
             return False
         handed = {k for a in save.node.args for k in model.keys_in(a.value, save.site.scope)}
         return all(key in handed for _, key in missing)
-    return any(e.via is None and e.site.scope.name == save.via.via for e in model.of_kind(CHECKPOINT_SAVE))
+    # (the helper's own save reports only what its function holds: a scaler local to the caller is the caller's report)
+    helpers = [e.site.scope for e in model.of_kind(CHECKPOINT_SAVE) if e.via is None and e.site.scope.name == save.via.via]
+    return bool(helpers) and all(key in model.state.step_state(helpers[0])[kind] for kind, key in missing)
 
 
 _TRAINING = (effects.UPDATE, effects.SCALER_UPDATE, effects.SCALED_BACKWARD, effects.SCHEDULER_STEP)

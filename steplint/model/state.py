@@ -391,12 +391,31 @@ def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -
         return None
     method = model.roles.callee(call.func, save.site.scope)
     if method is None:
-        return None
+        return _one_file_each(model, save)
     for node, _ in model.statements_of(method):
         if isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
             entries = _entries(node.value)
             return Checkpoint(save, entries, dict_node=node.value) if entries is not None else None
     return None
+
+
+def _one_file_each(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
+    """A checkpoint written as one file per object (`torch.save(optimizer.state_dict(), ".../optimizer.pt")`,
+    then the scheduler's): the function's saves of one `x.state_dict()` each, together, when there are
+    two or more (a lone optimizer file is no sign of a checkpoint)."""
+    def compute() -> Dict[int, Dict[str, cst.BaseExpression]]:
+        found: Dict[int, Dict[str, cst.BaseExpression]] = {}
+        for event in model.of_kind(CHECKPOINT_SAVE):
+            call = event.node
+            stored = call.args[0].value if isinstance(call, cst.Call) and event.via is None and call.args else None
+            if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Attribute) and stored.func.attr.value == "state_dict" and not stored.args:
+                owner = dotted(stored.func.value)
+                if owner and owner != "self" and model.roles.qualified(call.func, event.site.scope) == "torch.save":
+                    found.setdefault(id(event.site.scope), {})[owner] = stored
+        return {scope: entries for scope, entries in found.items() if len(entries) > 1}
+
+    entries = model.remember(("one file each",), compute).get(id(save.site.scope))
+    return Checkpoint(save, dict(entries), name=f"the files {save.site.scope.name} writes") if entries else None
 
 
 def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
