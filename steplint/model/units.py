@@ -233,12 +233,27 @@ def _counter_unit(model, key: str) -> CounterUnit:
         found.extend(model.units.batch_keyed.get(key, ()))
         found.extend(model.units.data_offsets.get(key, ()))
         found.extend(_position_by_length(model, key, scope))
+        found.extend(e for e in (_replays(model, key, i) for i in increments) if e is not None)
         if key in model.counters.reset_each_pass:
             found.append(Evidence(BATCHES, increments[0].node, "set back to 0 before each pass over the data: the index of a batch in its epoch"))
         name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
         if _DATA_NAME.search(name):
             found.append(Evidence(BATCHES, increments[0].node, f"named `{name}`", name_only=True))
     return _decide(found)
+
+
+def _replays(model, key: str, increment: Event) -> Optional[Evidence]:
+    """`if done < resume_at: done += 1; continue`: advanced in a branch that trains nothing, while the
+    counter is behind a stored value: it counts the data a resumed run passes over, a data position."""
+    for guard in increment.site.guards:
+        body = getattr(guard.statement, "body", None)
+        if guard.negated or guard.early_exit or not isinstance(guard.test, cst.Comparison) or not isinstance(body, cst.IndentedBlock):
+            continue
+        last = body.body[-1] if body.body else None
+        ends = isinstance(last, cst.SimpleStatementLine) and any(isinstance(x, cst.Continue) for x in last.body)
+        if ends and len(body.body) <= 2 and key in model.keys_in(guard.test, increment.site.scope):
+            return Evidence(BATCHES, increment.node, f"advanced without training while `{model.text.of(guard.test)}`: it replays the data up to a stored position")
+    return None
 
 
 def _own_test(model, key: str, increment: Event) -> Optional[Evidence]:
