@@ -49,7 +49,7 @@ import libcst as cst
 
 from steplint.fixes import SAFE, Fix
 from steplint.model import CLIP, SKIPPABLE_STEP, UNSCALE
-from steplint.model.roles import SCALER
+from steplint.model.roles import APEX_SCALE_LOSS, SCALER
 from steplint.model.syntax import walk_expressions
 from steplint.model.windows import reads_name
 from steplint.rewrite import lone_statement, move_before
@@ -79,9 +79,12 @@ def check(model):
 def _apex_clips(model):
     """apex unscales as `with amp.scale_loss(loss, optimizer)` exits: a clip after it, every
     micro-batch, cuts the partial sums of a window whose update comes once."""
+    scaled = [site for call, site in model.structure.calls if model.roles.qualified(call.func, site.scope) == APEX_SCALE_LOSS]
     for clip in model.of_kind(CLIP):
         if model.windows.boundary(clip.site) is not None:
             continue
+        if not any(model.passes.same_iteration(s, clip.site) and s.order < clip.order and not model.passes.exclusive(s, clip.site) for s in scaled):
+            continue  # (the fp32 branch's clip: apex scaled nothing there)
         steps = [
             s for s in model.passes.in_iteration(clip, SKIPPABLE_STEP)
             if s.strategy == "apex" and model.windows.boundary(s.site) is not None and not model.windows.same_window(s.site, clip.site)

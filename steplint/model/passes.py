@@ -216,8 +216,12 @@ class Passes:
         return False
 
     def shares_its_pass(self, update: Event) -> bool:
-        """Another skippable scaler step runs in the same pass (two optimizers, one scaler)."""
-        return any(other is not update and other.strategy == SCALER for other in self.model.pass_events(update.site, SKIPPABLE_STEP))
+        """Another skippable scaler step runs in the same pass (two optimizers, one scaler), not on a
+        branch that excludes this one."""
+        return any(
+            other is not update and other.strategy == SCALER and not self.exclusive(other.site, update.site)
+            for other in self.model.pass_events(update.site, SKIPPABLE_STEP)
+        )
 
     def ends_early_before(self, site: Site) -> bool:
         """A `continue` earlier in the same pass of the same loop, inside a nested branch
