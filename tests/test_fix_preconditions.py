@@ -122,7 +122,7 @@ class Trainer:
     def __init__(self, model):
         self.model = model
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: 1.0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / 10))
 
     def step(self, loss):
         loss.backward()
