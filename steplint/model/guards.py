@@ -41,8 +41,9 @@ _RANK_NAME = re.compile(r"(^|_)(rank|local_rank|global_rank|is_main_process|is_l
 _FINITE_CALLS = {"isfinite", "isnan", "isinf", "isnan_", "isfinite_"}
 _ACCEPTED_COMMIT_ATTRS = {"optimizer_step_was_skipped"}
 # calls whose result is the same on every rank: gradient norms (torch's over all-reduced gradients;
-# FSDP's, accelerate's and DeepSpeed's reduce across ranks) and a sharded tensor gathered whole
-_GLOBAL_VALUE_CALLS = {"clip_grad_norm_", "clip_grad_norm", "get_total_norm", "full_tensor"}
+# FSDP's, accelerate's and DeepSpeed's, `get_global_grad_norm()` too, reduce across ranks) and a sharded
+# tensor gathered whole
+_GLOBAL_VALUE_CALLS = {"clip_grad_norm_", "clip_grad_norm", "get_total_norm", "get_global_grad_norm", "full_tensor"}
 
 
 def is_finiteness_check(expr: cst.CSTNode) -> bool:
@@ -231,7 +232,10 @@ class Guards:
         local = self._assignments_in(scope).keys() | {p.name.value for p in scope.params}
         values = _names_read(test) & local  # (modules and builtins, `torch` and `math`, are no values)
         sources = self._global_locals(scope)
-        return bool(values) and all(name in sources and all(order < before for order in sources[name]) for name in values)
+        # (every value a local is ever given is alike, so whichever reaches the test is; a parameter's
+        # own value is not, so a parameter counts only when reassigned before the test on every path)
+        params = {p.name.value for p in scope.params}
+        return bool(values) and all(name in sources and (name not in params or all(order < before for order in sources[name])) for name in values)
 
     def _global_locals(self, scope: Scope) -> Dict[str, List[int]]:
         """Locals of a scope every assignment of which gives a value alike on all ranks -> orders of
