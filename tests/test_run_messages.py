@@ -72,7 +72,7 @@ def train(model, loader, optimizer, scheduler):
         scaler.step(optimizer)
         scaler.update()
         if (scaler.get_scale()
-                >= scale_before):
+                == scale_before):
             scheduler.step()
 '''
 
@@ -84,5 +84,5 @@ def test_a_condition_written_on_two_lines_is_quoted_on_one(tmp_path):
     found = json.loads(steplint("check", "--output-format", "json", target).stdout)
     quoting = [d["message"] for d in found if "scale_before" in d["message"]]
     assert quoting and all("\n" not in message for message in quoting)
-    assert "`scaler.get_scale() >= scale_before`" in quoting[0]
-    assert sum("SL105" in line for line in text.splitlines()) == 1 and "scaler.get_scale() >= scale_before`" in text
+    assert "`scaler.get_scale() == scale_before`" in quoting[0]
+    assert sum("SL105" in line for line in text.splitlines()) == 1 and "scaler.get_scale() == scale_before`" in text
