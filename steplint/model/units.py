@@ -245,13 +245,16 @@ def _counter_unit(model, key: str) -> CounterUnit:
 def _replays(model, key: str, increment: Event) -> Optional[Evidence]:
     """`if done < resume_at: done += 1; continue`: advanced in a branch that trains nothing, while the
     counter is behind a stored value: it counts the data a resumed run passes over, a data position."""
+    scope = increment.site.scope
     for guard in increment.site.guards:
         body = getattr(guard.statement, "body", None)
-        if guard.negated or guard.early_exit or not isinstance(guard.test, cst.Comparison) or not isinstance(body, cst.IndentedBlock):
+        if guard.negated or guard.early_exit or not isinstance(body, cst.IndentedBlock) or not body.body:
             continue
-        last = body.body[-1] if body.body else None
-        ends = isinstance(last, cst.SimpleStatementLine) and any(isinstance(x, cst.Continue) for x in last.body)
-        if ends and len(body.body) <= 2 and key in model.keys_in(guard.test, increment.site.scope):
+        smalls = [s for line in body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+        simple = all(isinstance(line, cst.SimpleStatementLine) for line in body.body)
+        trains_nothing = simple and all(isinstance(s, (cst.AugAssign, cst.Continue)) for s in smalls)
+        behind = any(isinstance(sub, cst.Comparison) and key in model.keys_in(sub, scope) for sub in walk_expressions(guard.test))
+        if trains_nothing and isinstance(smalls[-1], cst.Continue) and behind:
             return Evidence(BATCHES, increment.node, f"advanced without training while `{model.text.of(guard.test)}`: it replays the data up to a stored position")
     return None
 
