@@ -2,7 +2,8 @@
 Finds a learning-rate scheduler that advances after an update the framework may skip
 (`scaler.step(optimizer)` under mixed precision, a prepared optimizer of an fp16 Accelerator, a
 DeepSpeed engine's `step()` with a scheduler of your own) when nothing checks that the update
-committed.
+committed; also one of the project's own stepped just before that update in the same pass, which
+advances on every attempt as well (a torch scheduler stepped first is SL104's).
 
 ## Why is this bad?
 `GradScaler.step(optimizer)` skips `optimizer.step()` when the gradients hold inf or NaN, and
@@ -87,6 +88,7 @@ when an object whose state it restores is built again after the restore; and a l
 
 from steplint.fixes import SAFE
 from steplint.model import SCHEDULER_STEP
+from steplint.model.schedules import sets_its_first_lr
 from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.rewrite import gate_advice, gate_fix
 from steplint.rule import Finding, rule
@@ -101,6 +103,8 @@ def check(model):
             if skipped is not None:
                 name, check = model.text.of(step.subject), model.text.of(skipped[1].test)
                 yield Finding(step.node, f"`{name}` advances even when the code skips `{model.text.of(skipped[0].node)}` (`{check}`); advance it with the update")
+            else:
+                yield from _before_the_update(model, step)
             continue
         if update is None or not model.counters.per_update_scheduler(step) or model.guards.gated(step.site, update):
             continue
@@ -111,3 +115,19 @@ def check(model):
         message = f"`{name}` advances even when `{model.text.of(update.node)}`{inside} skipped the update; gate it on the committed update{no_signal_note(update)}"
         fix = gate_fix(model, update, step, f"Advance `{name}` only when the update committed", SAFE, model.settings.fix_gate)
         yield Finding(step.node, message + (gate_advice(model, update) if fix is None else ""), fix)
+
+
+def _before_the_update(model, step):
+    """A scheduler stepped before a skippable update of its pass advances on every attempt, skipped
+    ones included. Where SL104 reports the order (a scheduler that sets its first LR when built), the
+    fix it offers puts the step after the update, and this rule then checks it there."""
+    update = model.passes.attempt_for(step, before_only=False)
+    if update is None or update.order < step.order or model.guards.gated(step.site, update) or sets_its_first_lr(step.role):
+        return
+    if model.guards.off_by_default(step.site) is not None:
+        return
+    name = model.text.of(step.subject)
+    yield Finding(step.node, (
+        f"`{name}` advances before `{model.text.of(update.node)}` on every pass, also when that update is skipped; "
+        f"advance it after the update, only when it committed (no fix: where the update commits is after this call){no_signal_note(update)}"
+    ))

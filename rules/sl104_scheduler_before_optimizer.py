@@ -47,6 +47,7 @@ when an object whose state it restores is built again after the restore; and a l
 
 from steplint.fixes import SAFE, Fix
 from steplint.model import OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
+from steplint.model.schedules import sets_its_first_lr
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
@@ -54,7 +55,7 @@ from steplint.rule import Finding, rule
 @rule("SL104", "scheduler-before-optimizer", "Scheduler advances before the optimizer update", fix=SAFE)
 def check(model):
     for step in model.of_kind(SCHEDULER_STEP):
-        if not model.counters.per_update_scheduler(step) or model.guards.gated(step.site) or not _sets_its_first_lr(step.role):
+        if not model.counters.per_update_scheduler(step) or model.guards.gated(step.site) or not sets_its_first_lr(step.role):
             continue
         updates = [u for u in model.passes.in_iteration(step, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.windows.boundary(u.site) is model.windows.boundary(step.site)]
         if not updates or any(u.order < step.order for u in updates):
@@ -63,16 +64,6 @@ def check(model):
         name = model.text.of(step.subject)
         message = f"`{name}` advances before `{model.text.of(update.node)}`: the schedule's first value is skipped and every LR comes one update early"
         yield Finding(step.node, message, _after_update(model, step, update, name))
-
-
-def _sets_its_first_lr(role):
-    """A scheduler from torch or a transformers/diffusers factory sets the first LR when it is built,
-    so stepping it before the update skips a value. A class of the project's own (a Noam or warmup
-    policy) may be stepped first on purpose, to set the LR the first update uses: steplint cannot
-    tell, and stays silent."""
-    return role.constructor is not None and role.constructor.startswith(
-        ("torch.optim.lr_scheduler.", "transformers.", "diffusers.optimization.")
-    )
 
 
 def _after_update(model, step, update, name):

@@ -84,6 +84,16 @@ def constructor_of(model: "ModuleModel", known: Assignments, event: Event) -> Op
     return (call, site) if built is not None and built.kind == SCHEDULER else None
 
 
+def sets_its_first_lr(role) -> bool:
+    """A scheduler from torch or a transformers/diffusers factory sets the first LR when it is built,
+    so stepping it before the update skips a value. A class of the project's own (a Noam or warmup
+    policy) may be stepped first on purpose, to set the LR the first update uses: which one it is
+    cannot be told."""
+    return role is not None and role.constructor is not None and role.constructor.startswith(
+        ("torch.optim.lr_scheduler.", "transformers.", "diffusers.optimization.")
+    )
+
+
 def never_moves(model: "ModuleModel", event: Event) -> bool:
     """The scheduler holds the learning rate where it is: transformers' or diffusers'
     `get_constant_schedule(opt)`, their `get_scheduler("constant", ...)` with the name as written or
