@@ -49,7 +49,7 @@ import libcst as cst
 
 from steplint.fixes import UNSAFE, Edit, Fix
 from steplint.model import CHECKPOINT_SAVE, COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP
-from steplint.model.syntax import walk_expressions
+from steplint.model.syntax import reads, walk_expressions
 from steplint.rule import Finding, rule
 
 
@@ -84,7 +84,7 @@ def _plain_mentions(node):
         if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.FloorDivide):
             skip.update(id(s) for s in walk_expressions(sub))
     for arg in node.args:
-        for sub in walk_expressions(arg):
+        for sub in reads(arg):
             if isinstance(sub, cst.Name) and id(sub) not in skip:
                 yield sub
 

@@ -45,7 +45,7 @@ from steplint.model.roles import RoleTable
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.text import Text
 from steplint.model.units import Units
-from steplint.model.syntax import ImportMap, current_children, forget_children, restore_children, walk_expressions
+from steplint.model.syntax import ImportMap, current_children, forget_children, reads, restore_children, walk_expressions
 from steplint.model.calls import call_events
 from steplint.model.groups import resite_group_events
 from steplint.model.overflow import overflow_handling
@@ -167,9 +167,7 @@ class ModuleModel:
     def keys_in(self, expr: cst.CSTNode, scope: Scope) -> FrozenSet[str]:
         """Keys of the names and attributes an expression reads, in a scope (computed once per pair)."""
         def compute():
-            return frozenset(
-                k for k in (self.roles.key(sub, scope) for sub in walk_expressions(expr) if isinstance(sub, (cst.Name, cst.Attribute))) if k
-            )
+            return frozenset(k for k in (self.roles.key(sub, scope) for sub in reads(expr)) if k)
         return self.remember(("keys_in", id(expr), id(scope)), compute)
 
     def mentions(self, expr: cst.CSTNode, scope: Scope, key: str) -> bool:

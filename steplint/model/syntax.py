@@ -210,6 +210,21 @@ def bound_names(node: cst.CSTNode) -> Set[str]:
     return {n.value for target in targets for n in walk_expressions(target) if isinstance(n, cst.Name)}
 
 
+def reads(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    """The names and attributes an expression reads, outermost first: not the attribute of `x.step`
+    (read through `x`) nor the keyword of `f(step=n)` (the callee's parameter), which would stand for
+    a variable of the same name."""
+    not_reads = set()
+    for sub in walk_expressions(node):
+        kind = type(sub)
+        if kind is cst.Attribute:
+            not_reads.add(id(sub.attr))
+        elif kind is cst.Arg and sub.keyword is not None:
+            not_reads.add(id(sub.keyword))
+        if (kind is cst.Name or kind is cst.Attribute) and id(sub) not in not_reads:
+            yield sub
+
+
 def names_in(node: cst.CSTNode) -> Iterator[str]:
     """Dotted names read in an expression: `a`, `self.x`, `args.max_steps`."""
     for sub in walk_expressions(node):
