@@ -31,6 +31,7 @@ class Passes:
 
     def __init__(self, model: "ModuleModel"):
         self.model = model
+        self._off: Dict[int, bool] = {}
 
     @staticmethod
     def same_iteration(a: Site, b: Site) -> bool:
@@ -81,7 +82,7 @@ class Passes:
         """The skippable update that `event` follows in the same iteration and window, if any."""
         candidates = [
             u for u in self.model.pass_events(event.site, SKIPPABLE_STEP)
-            if not self.exclusive(u.site, event.site) and self.model.windows.same_window(u.site, event.site)
+            if not self.exclusive(u.site, event.site) and self.model.windows.same_window(u.site, event.site) and not self._never_runs(u)
         ]
         paired = self._own_updates(event, candidates)
         if paired is not None:
@@ -90,6 +91,14 @@ class Passes:
         if before:
             return before[-1]
         return None if before_only or not candidates else candidates[0]
+
+    def _never_runs(self, update: Event) -> bool:
+        """The update sits under a flag off by default that nothing turns on (`if amp:` with `amp=False`
+        the only value any call gives): no pass attempts it (computed once per update)."""
+        found = self._off.get(id(update))
+        if found is None:
+            found = self._off[id(update)] = self.model.guards.off_by_default(update.site) is not None
+        return found
 
     def _own_updates(self, event: Event, candidates: List[Event]) -> Optional[List[Event]]:
         """A scheduler follows the update of the optimizer it was built on (two optimizers sharing
