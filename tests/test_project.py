@@ -30,6 +30,13 @@ def main(model, loader, args):
         scaler.update()
         optimizer.zero_grad()
     {call}
+
+
+def warm_start(model, path):
+    """The script can resume: its checkpoints are read back."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer.load_state_dict(torch.load(path)["optimizer"])
+    return optimizer
 '''
 
 SAVER = '''

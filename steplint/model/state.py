@@ -19,7 +19,7 @@ import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.precision import command_line_default
-from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, own_imports
+from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, optimizer_named, own_imports
 from steplint.model.schedules import never_moves
 from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
@@ -209,6 +209,24 @@ class State:
             if reads or not found.isdisjoint(self.model.keys_in(node.value, site.scope)):  # or through a temporary
                 found.update(self.model.roles.key(target, site.scope) for target in assignment_targets(node))
         return found
+
+    @cached_property
+    def resumes_here(self) -> bool:
+        """The module can resume a run, so that what its checkpoints leave out is lost there: it restores
+        an optimizer's state (`optimizer.load_state_dict(...)`, also through a helper of the project it
+        calls), or resumes through a framework (`accelerator.load_state(...)`, an engine's or a
+        checkpointer's `load_checkpoint(...)`, `resume_or_load(...)`, `resume_from_checkpoint=`)."""
+        if any(e.role is not None and e.role.kind == OPTIMIZER for e in self.model.of_kind(STATE_LOAD)):
+            return True
+        for call, _ in self.model.structure.calls:
+            name = last_name(call.func)
+            if name in ("load_state", "load_checkpoint", "resume_or_load", "resume", "load_from_checkpoint"):
+                return True
+            if name == "load_state_dict" and isinstance(call.func, cst.Attribute) and optimizer_named(dotted(call.func.value) or ""):
+                return True  # (what is named an optimizer: leaving a save reported is the safe side here)
+            if any(a.keyword is not None and a.keyword.value in ("resume_from_checkpoint", "ckpt_path") for a in call.args):
+                return True
+        return False
 
     def loaded(self, key: str) -> bool:
         """Whether the module restores the object `key` holds: its own `load_state_dict`, one of an
