@@ -25,7 +25,10 @@ scaler.update()
 ```
 
 Silent for `accelerator.clip_grad_norm_` (it unscales), apex's `amp.master_params`, and timm-style
-`loss_scaler(loss, optimizer, clip_grad=...)`, which unscale before they clip.
+`loss_scaler(loss, optimizer, clip_grad=...)`, which unscale before they clip. Silent for a clip given
+the loss scale (`max_norm * scaler.get_scale()`, or a helper handed `scale=scaler.get_scale()`): it
+cuts the scaled gradients at a scaled threshold on purpose, and an inserted `unscale_` would switch
+it off.
 
 ## Fix safety
 Safe: `scaler.unscale_(optimizer)` is inserted before the clip; `scaler.step` then does not unscale
@@ -40,9 +43,12 @@ when an object whose state it restores is built again after the restore; and a l
 - [Working with unscaled gradients](https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-unscaled-gradients)
 """
 
+import libcst as cst
+
 from steplint.fixes import SAFE, Fix
 from steplint.model import CLIP, SCALED_BACKWARD, SKIPPABLE_STEP, UNSCALE
 from steplint.model.roles import SCALER
+from steplint.model.syntax import walk_expressions
 from steplint.rewrite import insert_before, lone_statement, move_to
 from steplint.rule import Finding, rule
 
@@ -58,7 +64,7 @@ def check(model):
         if not scaled and not _scaled_elsewhere_never_unscaled(model, clip, update):
             continue
         unscaled = [u for u in model.passes.in_iteration(clip, UNSCALE) if scaled and scaled[-1].order < u.order < clip.order]
-        if unscaled:
+        if unscaled or _in_scaled_units(model, clip):
             continue
         line = f"{model.text.of(update.subject)}.unscale_({model.text.of(update.optimizer)})"
         later = [u for u in model.passes.in_iteration(clip, UNSCALE) if clip.order < u.order < update.order]
@@ -69,6 +75,15 @@ def check(model):
             edit = insert_before(model, clip.site, line)
             fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
         yield Finding(clip.node, f"Clipping gradients that are still multiplied by the loss scale; call `{line}` first", fix)
+
+
+def _in_scaled_units(model, clip):
+    """The clip is given the loss scale (`max_norm * scaler.get_scale()`, or `scale=` a helper that
+    multiplies its threshold): it clips scaled gradients at a scaled threshold, on purpose."""
+    scope = clip.site.scope
+    return isinstance(clip.node, cst.Call) and any(
+        model.guards.is_scale_read(sub, scope) for arg in clip.node.args for sub in walk_expressions(arg.value)
+    )
 
 
 def _scaled_elsewhere_never_unscaled(model, clip, update):
