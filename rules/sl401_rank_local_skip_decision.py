@@ -39,6 +39,7 @@ import libcst as cst
 
 from steplint.model import COLLECTIVE, OPTIMIZER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import FINITENESS
+from steplint.model.syntax import dotted, literal
 from steplint.rule import Finding, rule
 
 _DISTRIBUTED = ("torch.distributed", "torch.nn.parallel", "accelerate", "deepspeed", "torch.distributed.fsdp")
@@ -63,8 +64,11 @@ def _reduced(model, guard, step):
     `same_on_every_rank`), or a value passed to `all_reduce`/`gather` earlier in the same function, or the value a reducing
     helper returned (`loss_value = reduce_mean(loss)`)."""
     scope = step.site.scope
-    order = model.order_of_expression(guard.test) or 0
-    if model.guards.same_on_every_rank(guard.test, scope, order):
+    return _global(model, guard.test, scope, model.order_of_expression(guard.test) or 0) or _flag_set_globally(model, guard.test, scope)
+
+
+def _global(model, test, scope, order):
+    if model.guards.same_on_every_rank(test, scope, order):
         return True
     for collective in model.events_in(scope, COLLECTIVE):
         if collective.order <= order:
@@ -72,6 +76,21 @@ def _reduced(model, guard, step):
             results = [t.target for t in holder.targets] if isinstance(holder, cst.Assign) and holder.value is collective.node else []
             for value in [arg.value for arg in collective.node.args] + results:
                 key = model.roles.key(value, scope)
-                if key and model.mentions(guard.test, scope, key):
+                if key and model.mentions(test, scope, key):
                     return True
     return False
+
+
+def _flag_set_globally(model, test, scope):
+    """`if skip:` where `skip = True` is only ever set under a test of values every rank shares (a
+    tensor all-reduced in place before it): the flag carries its condition's reach, and is global too."""
+    flag = test.expression if isinstance(test, cst.UnaryOperation) else test
+    if not isinstance(flag, cst.Name):
+        return False
+    raised = [
+        site for node, site in model.statements_of(scope)
+        if isinstance(node, cst.Assign) and literal(node.value) is True and any(dotted(t.target) == flag.value for t in node.targets)
+    ]
+    return bool(raised) and all(
+        any(not g.early_exit and _global(model, g.test, scope, site.order) for g in site.guards) for site in raised
+    )
