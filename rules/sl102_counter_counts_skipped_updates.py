@@ -56,8 +56,11 @@ drops the update), loops whose updates are never skipped, a timm
 (`samples_seen = step * batch_size`), a counter that finds the window's end (`step % accum == 0`,
 counting micro-batches by design), and the accelerate / DeepSpeed recipe: there the prepared
 scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer
-does), so only a schedule computed from the counter is reported. Plain PyTorch code that follows
-the same convention says so with `recipe = "hf-trainer"` in the configuration.
+does), so only a schedule computed from the counter is reported, and a run budget the code sizes in
+updates (`if step >= max_train_steps: break` with `max_train_steps = ceil(len(loader) / accum) *
+epochs`), which ends the run before that many updates: that message names the convention, and no fix
+is offered. Code that follows the convention on purpose says so with `recipe = "hf-trainer"` in the
+configuration, which silences both.
 
 ## Fix safety
 Safe when the counter feeds only schedules, LR computations and evaluation cadences. Unsafe when it
@@ -120,6 +123,11 @@ def check(model):
         feeds = _feeds_in_updates(model, increment, unit)
         if model.counters.recipe_counts_attempts(update):
             feeds = feeds & {"schedule", "lr"}  # attempts counted on purpose; a counter that moves the LR must count commits
+            if not feeds:
+                finding = _budget_against_the_convention(model, increment, unit, update)
+                if finding is not None:
+                    yield finding
+                continue
         if not feeds:
             continue
         name = model.text.of(increment.subject)
@@ -137,6 +145,24 @@ def _feeds_in_updates(model, increment, unit):
         if mine and all(model.units.counts_in_other_units(increment, c, unit) for c in mine):
             feeds.discard(label)
     return feeds
+
+
+def _budget_against_the_convention(model, increment, unit, update):
+    """accelerate and DeepSpeed count their steps in attempts by convention, but a run budget the code
+    sizes in updates (`step >= total`, `total = ceil(len(loader) / accum) * epochs`, the length the
+    prepared schedule is given too) ends the run early by the skipped updates. Reported naming the
+    convention, which a project that means it declares (`recipe = "hf-trainer"`)."""
+    if model.settings.recipe == "hf-trainer" or update.strategy not in ("accelerate", "deepspeed"):
+        return None
+    budgets = [c for c in model.units.conflicting_consumers(increment, unit) if c.label == "stop" and c.evidence is not None]
+    if not budgets:
+        return None
+    name, budget = model.text.of(increment.subject), budgets[0]
+    return Finding(increment.node, (
+        f"`{name}` counts attempted updates ({update.strategy}'s convention, as HF Trainer's), skipped ones included, but ends the run at "
+        f"`{_short(model.text.of(budget.node))}`, a number of updates ({budget.evidence.why}): under fp16 the run stops before that many "
+        f"updates; count committed updates, or declare the convention with `recipe = \"hf-trainer\"` (no fix)"
+    ))
 
 
 def _conflict(model, increment, unit, update):
