@@ -41,9 +41,9 @@ the Accelerator runs without CUDA), and only when the code shows fp16: `mixed_pr
 "fp16". An `Accelerator(**kwargs)`, or a precision from a config the code cannot see, is not assumed
 to hold one. A counter the
 code sets back to 0 at each pass over the data (the index of a batch in its epoch) is no step state.
-Silent, too, where the module never resumes (no optimizer state is loaded back, itself or through a
-helper it calls; no `load_state`, `load_checkpoint` or `resume_from_checkpoint=`): such a checkpoint
-is an export, and what it leaves out is lost to no run. apex amp's loss scaler (`amp.state_dict()`) is step state like a
+Silent, too, where no run resumes from the module's checkpoints: neither it nor a module that calls
+it loads optimizer state back (itself or through a helper), nor calls `load_state`, `load_checkpoint`
+or `resume_from_checkpoint=`. Such a checkpoint is an export, and what it leaves out is lost to no run. apex amp's loss scaler (`amp.state_dict()`) is step state like a
 GradScaler's where the steps go through `amp.scale_loss` with a dynamic scale.
 
 ## Fix safety
@@ -70,8 +70,8 @@ from steplint.rule import Finding, rule
 @rule("SL302", "checkpoint-missing-step-state", "Checkpoint omits the scheduler, scaler or update counter", fix=UNSAFE)
 def check(model):
     reported = set()
-    if not model.state.resumes_here:
-        return  # nothing resumes from a checkpoint here: what it leaves out is lost to no run
+    if not model.state.resumable:
+        return  # nothing resumes from these checkpoints: what they leave out is lost to no run
     for save in model.of_kind(CHECKPOINT_SAVE):
         checkpoint = model.state.checkpoint(save)
         if checkpoint is None or OPTIMIZER not in checkpoint.holds:

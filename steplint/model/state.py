@@ -228,6 +228,13 @@ class State:
                 return True
         return False
 
+    @property
+    def resumable(self) -> bool:
+        """A run can resume from this module's checkpoints: the module resumes, or a module that calls
+        its functions does (`main.py` resuming what `train.py` saves)."""
+        project = self.model.roles.project
+        return self.resumes_here or (project is not None and project.resumed_by_a_caller)
+
     def loaded(self, key: str) -> bool:
         """Whether the module restores the object `key` holds: its own `load_state_dict`, one of an
         object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`), or one of

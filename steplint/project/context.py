@@ -38,6 +38,7 @@ class ModuleContext:
     called: List[str] = field(default_factory=list)  # functions of the module that some function of the project calls
     called_elsewhere: List[str] = field(default_factory=list)  # ... that a function of another module calls
     switched_on: List[str] = field(default_factory=list)  # keywords some call of the project passes a value that may be true
+    resumed_by_a_caller: bool = False  # a module that calls this one's functions can resume a run (`main.py` resuming, `train.py` saving)
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

@@ -26,6 +26,7 @@ class ProjectIndex:
         self._caller_updates: Dict[Tuple[str, str], Set[str]] = {}
         self._called: Set[Tuple[str, str]] = set()
         self._called_elsewhere: Set[Tuple[str, str]] = set()  # called by a function of another module
+        self._caller_modules: Dict[str, Set[str]] = {}  # module -> the modules whose functions call its functions
         self._link()
 
     # -- resolving calls -------------------------------------------------------------------------
@@ -162,6 +163,7 @@ class ProjectIndex:
             self._called.add((target_path, target.name))
             if target_path != path:
                 self._called_elsewhere.add((target_path, target.name))
+                self._caller_modules.setdefault(target_path, set()).add(path)
             updated = {e.place for e in self.effects(path, function.name) if e.action == s.SCALER_UPDATE}
             for param, argument, _ in _bindings(call, target):
                 if argument and argument in updated:
@@ -193,7 +195,8 @@ class ProjectIndex:
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
         called = sorted(name for name in module.functions if (path, name) in self._called)
         elsewhere = sorted(name for name in module.functions if (path, name) in self._called_elsewhere)
-        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())))
+        resumed = any(self.modules[caller].resumes for caller in self._caller_modules.get(path, ()))
+        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed)
 
     @cached_property
     def _switched_on(self) -> Dict[str, Set[str]]:

@@ -59,6 +59,7 @@ class ModuleSummary:
     attribute_classes: Dict[str, Dict[str, str]] = field(default_factory=dict)  # class -> attr -> its class or the callee that built it
     star_modules: List[str] = field(default_factory=list)  # modules it imports with `*` (a package re-exporting them)
     switched_on: List[str] = field(default_factory=list)  # "callee|keyword": a call passes the keyword a value that may be true
+    resumes: bool = False  # the module can resume a run (restores an optimizer's state, or through a framework)
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
@@ -70,5 +71,5 @@ class ModuleSummary:
             functions[name] = FunctionSummary(**f)
         return ModuleSummary(
             data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ())),
-            list(data.get("switched_on", ())),
+            list(data.get("switched_on", ())), bool(data.get("resumes", False)),
         )
