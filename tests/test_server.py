@@ -388,6 +388,13 @@ TRAIN_WITH_UTILS = textwrap.dedent(
             scaler.update()
             optimizer.zero_grad()
         save_checkpoint("last.pt", model, optimizer, scaler)
+
+
+    def warm_start(model, path):
+        """The script can resume: its checkpoints are read back."""
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        optimizer.load_state_dict(torch.load(path)["optimizer"])
+        return optimizer
     '''
 )
 
