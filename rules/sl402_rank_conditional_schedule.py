@@ -68,7 +68,8 @@ def check(model):
             continue
         if event.kind == COUNTER_INCREMENT and not model.events_in(event.site.scope, *STEPS):
             continue  # (a loop index of a helper with no training step of its own is not a schedule)
-        ranks = model.guards.of_kind(event.site, RANK)
+        # (a rank that raises ends the run, for every rank: no rank goes on with another count)
+        ranks = [guard for guard in model.guards.of_kind(event.site, RANK) if not guard.raises]
         if not ranks:
             continue
         name = model.text.of(event.subject)
