@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from steplint.model.counters import DATA_SIZE
+from steplint.model.precision import command_line_default
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
 from steplint.model.schedules import loop_iterable, unwrapped
 from steplint.model.syntax import assignment_targets, dotted, last_name, walk_expressions
@@ -627,6 +628,11 @@ def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cs
         ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
         if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
             return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text.of(test)}`) cuts the data short; it is no update budget")
+    if label == "stop":
+        for name in _names(test):
+            if name in totals and _end_of_the_data(model, name, totals):
+                why = f"`{name}` is the end of the data unless the run is given one: `{model.text.of(totals[name])}`"
+                return WINDOWS, Evidence(WINDOWS, test, why)
     for name in _names(test):
         if name in totals:  # a budget against a total in updates, or a cadence that is a share of one
             why = f"`{name}` is a number of updates: `{model.text.of(totals[name])}`"
@@ -639,6 +645,27 @@ def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cs
         if isinstance(sub, cst.BinaryOperation) and _in_batches(sub, iterated):
             return BATCHES, Evidence(BATCHES, test, f"`{model.text.of(sub)}` is a number of batches")
     return None, None
+
+
+def _end_of_the_data(model, name: str, totals: Dict[str, cst.BaseExpression]) -> bool:
+    """A budget that is the epochs times the windows of an epoch wherever the module sets it
+    (`max_train_steps = num_train_epochs * updates_per_epoch`), and that the command line leaves
+    unset by default: stopping at it is stopping where the data ends, whatever the counter counts."""
+    values = [node.value for node, _ in model.structure.statements if isinstance(node, cst.Assign) and any(dotted(t.target) == name for t in node.targets)]
+    if not values or not all(_epochs_of_windows(value, totals) for value in values):
+        return False
+    given = command_line_default(model, cst.parse_expression(name)) if "." in name else ...
+    return given is None or given is ...
+
+
+def _epochs_of_windows(expr: cst.BaseExpression, totals: Dict[str, cst.BaseExpression]) -> bool:
+    """`epochs * updates_per_epoch`, `ceil(len(loader) / accum) * num_epochs`: windows per epoch times epochs."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
+        return False
+    sides = (expr.left, expr.right)
+    per_epoch = [side for side in sides if _length_per_window(side) or dotted(side) in totals and _length_per_window(totals[dotted(side)])]
+    epochs = [side for side in sides if side not in per_epoch and re.search(r"epoch", dotted(side) or "", re.I)]
+    return bool(per_epoch) and bool(epochs)
 
 
 # Names of a window's length: a count divided by one is in updates, not batches.
