@@ -1,13 +1,13 @@
 """## What it does
 Finds an update counter (`global_step`, `num_updates`, `iter_num`, ...) that advances after an update
 the framework may skip, with nothing checking that the update committed, when the counter feeds a
-schedule, a learning-rate computation, a checkpoint, an evaluation cadence or the end of the run.
+schedule, a learning-rate computation, a checkpoint a run resumes from, or the end of the run.
 
 ## Why is this bad?
 The counter then counts attempted updates, not committed ones. A schedule read from it
 (`lr = get_lr(iter_num)`, `scheduler.step_update(num_updates=n)`) runs ahead of the parameters
-exactly as in SL101; checkpoints named after it and evaluations keyed to it describe updates that
-were never made, and a run that stops at `max_steps` stops short of the updates it promised.
+exactly as in SL101; checkpoints named after it describe updates that were never made (and a
+resumed run reads that count back), and a run that stops at `max_steps` stops short of the updates it promised.
 
 ## Example
 ```python
@@ -48,7 +48,9 @@ that advances only where its own test lets it, against a value the loop measures
 (`if elapsed // interval >= saves: save(...); saves += 1`), or only in the `except` of a retry loop it
 bounds, counts the runs of that block, not steps: it is never reported.
 
-Silent for counters that feed none of these (a log line's index), consumers that count the data
+Silent for counters that feed none of these (a log line's index), or only evaluation cadences (an
+evaluation every N attempts sees the model a few skipped updates later, no recipe drifts) and
+checkpoints of a module that nothing resumes from, consumers that count the data
 (`# steplint: schedule=tokens`, `step_batch(n)`, an LR or a stop computed from `n * batch_size`), counters advanced under a commit
 gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
 drops the update), loops whose updates are never skipped, a timm
@@ -139,6 +141,11 @@ def _feeds_in_updates(model, increment, unit):
     """What the counter feeds, less the consumers the code shows to count the data (batches,
     samples, epochs) or to read the counter as a data position: counting attempts is right for them."""
     feeds = set(model.counters.feeds(increment))
+    # An evaluation every N attempts instead of N updates sees the same model a few skips later: no
+    # recipe drifts. A checkpoint named after the counter drifts only for a run that resumes from it.
+    feeds.discard("eval")
+    if not model.state.resumable:
+        feeds.discard("checkpoint")
     others = [c for c in model.units.consumers_of(increment) if c.label in feeds]
     for label in list(feeds):
         mine = [c for c in others if c.label == label]
