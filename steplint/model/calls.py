@@ -24,7 +24,7 @@ from steplint.model.events import (
     Event,
 )
 from steplint import effects as s
-from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER, Role, USE
+from steplint.model.roles import OPTIMIZER, SCALER, SCHEDULER, Role, USE, module_binding
 
 # Effects that happen once per call (not in a loop of the callee) and that the caller's own step
 # order sees at the call: the call is the unscale, the clip, the scaled backward, the update.
@@ -58,7 +58,7 @@ def call_events(model, context) -> List[Event]:
         # A helper that unscales before it clips does both in its own order: not a clip of scaled gradients.
         unscales = any(e.action == s.UNSCALE and not e.looped for e in callee.effects)
         for effect in callee.effects:
-            subject = _handed(context.argument(callee, effect.place, call, site.scope)) if effect.place else None
+            subject = _handed(argument_at_call(model, context, callee, effect.place, call, site.scope)) if effect.place else None
             role = _role(model, subject, site.scope, effect.role)
             if effect.action == s.UPDATE and not effect.looped:
                 add(SKIPPABLE_STEP, effect, subject=call.func, strategy=CALL, gate_var=gate_vars.get(id(call)) if commits else None)
@@ -76,6 +76,15 @@ def call_events(model, context) -> List[Event]:
             if effect.action == s.LOAD and subject is not None and role is not None and role.kind in (OPTIMIZER, SCHEDULER, SCALER):
                 found.append(Event(STATE_LOAD, call, site, subject=subject, role=role, via=effect))
     return found
+
+
+def argument_at_call(model, context, callee, where: str, call, scope):
+    """The caller's expression for a callee's place; for a stateful module (`module:apex.amp`), the
+    caller's own name for that module, if it binds one."""
+    if where.startswith("module:"):
+        name = module_binding(model.imports.names, where[len("module:"):], scope)
+        return cst.Name(name) if name else None
+    return context.argument(callee, where, call, scope)
 
 
 def _handed(argument):

@@ -26,6 +26,7 @@ SCHEDULER = "scheduler"
 ACCELERATOR = "accelerator"
 ENGINE = "deepspeed-engine"
 SKIPPABLE_OPTIMIZER = "skippable-optimizer"  # declared in configuration: an optimizer whose step() a framework may skip
+APEX_AMP = "apex.amp"  # a module that holds a loss scaler for the whole process: `amp.state_dict()`
 APEX_SCALE_LOSS = "apex.amp.scale_loss"  # `with amp.scale_loss(loss, optimizer)`: apex skips that optimizer's step on overflow
 EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
 PLUGIN = "colossalai-plugin"  # GeminiPlugin(...), LowLevelZeroPlugin(...), ...: may set the precision
@@ -509,6 +510,17 @@ def _property_aliases(structure: Structure) -> Dict[Tuple[str, str], str]:
         if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == scope.self_name:
             found[(scope.class_name, node.name.value)] = value.attr.value
     return found
+
+
+# Imported modules that hold step state of a role for the whole process, so that a helper restoring
+# its own import of one (`amp.load_state_dict(...)` in utils.py) restores the caller's too.
+STATEFUL_MODULES = {APEX_AMP: SCALER}
+
+
+def module_binding(module_names: Dict[str, str], qualified: str, scope: Scope) -> Optional[str]:
+    """The name the module's imports (`module_names`), or those of the function, bind to `qualified`."""
+    names = {**module_names, **(own_imports(scope) or {})}
+    return next((name for name, bound in names.items() if bound == qualified and scope.owner_of(name) is None), None)
 
 
 def own_imports(scope: Scope) -> Optional[Dict[str, str]]:

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
-from steplint.model.roles import ACCELERATOR_CLASSES, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, optimizer_named, own_imports
+from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
 from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
@@ -74,7 +75,39 @@ class State:
                     elif kind is None and isinstance(sub, cst.Name):
                         # a parameter: the counter its callers pass (`self.save(self.epoch + 1)`)
                         found.holds.setdefault("counter", []).extend(sorted(self._passed_for(scope, sub.value) & counters))
+        # an object stored whole, or by its own `state_dict()`, stores the counters it holds (`self.stats.steps`)
+        for value in found.entries.values():
+            owner = value.func.value if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict" and not value.args else value
+            key = self.model.roles.key(owner, scope) if isinstance(owner, (cst.Name, cst.Attribute)) else None
+            if key:
+                found.holds.setdefault("counter", []).extend(sorted(c for c in counters if c.startswith(key + ".")))
+        # a counter in the checkpoint's file name is stored there (`ckpt-{step}`): a resume reads it back from the name
+        found.holds.setdefault("counter", []).extend(sorted(self._named_after(save) & counters))
         return found
+
+    def _named_after(self, save: Event) -> Set[str]:
+        """Keys the path a save writes to reads: in the path itself (`f"opt{step:06d}.pt"`), or in what
+        the names in it were set to (`folder = join(out, "ckpt-%d" % step)`, then `join(folder, "optim.pt")`)."""
+        call, scope = save.node, save.site.scope
+        if not isinstance(call, cst.Call):
+            return set()
+        assignments = _assignments_to(self.model)
+
+        def spelled(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
+            """The expression and what the names in it were set to before the save."""
+            found = [expr]
+            for sub in walk_expressions(expr):
+                if isinstance(sub, cst.Name):
+                    found += [node.value for node, site in assignments.get((id(scope), sub.value), ()) if site.order < save.order]
+            return found
+
+        if save.via is None:
+            path = argument_for(call, 1, "f")
+            paths = spelled(path) if path is not None else []
+        else:  # through a helper: the text it is handed beside the objects (`save(model, opt, f"ckpt-{step}")`)
+            handed = [spelled(a.value) for a in call.args]
+            paths = [e for each in handed if any(isinstance(s, (cst.SimpleString, cst.FormattedString)) for e in each for s in walk_expressions(e)) for e in each]
+        return {key for path in paths for key in self.model.keys_in(path, scope)}
 
     def _passed_for(self, scope: "Scope", parameter: str) -> Set[str]:
         """Keys read by what every call of a function of this module passes for one of its parameters:
@@ -139,8 +172,8 @@ class State:
                 scale, level = keyword(call, "loss_scale"), literal(keyword(call, "opt_level"))
                 if scale is not None and literal(scale) != "dynamic" or level == "O0":
                     return None
-        names = [name for name, qualified in {**self.model.imports.names, **(own_imports(scope) or {})}.items() if qualified == "apex.amp"]
-        return self.model.roles.key(cst.Name(names[0]), scope) if names else None
+        name = module_binding(self.model.imports.names, APEX_AMP, scope)
+        return self.model.roles.key(cst.Name(name), scope) if name else None
 
     def _precision_given(self, accelerator: str, scope: "Scope") -> Optional[cst.BaseExpression]:
         """The `mixed_precision=` expression of the Accelerator constructor assigned to `accelerator`."""
@@ -197,13 +230,18 @@ class State:
     @cached_property
     def restored_from_checkpoint(self) -> set:
         """Names assigned from a checkpoint read: `step = ckpt["step"]`, `ckpt.get("step", 0)`, each name
-        of an unpacking (`epoch, step = ckpt["epoch"], ckpt["step"]`)."""
+        of an unpacking (`epoch, step = ckpt["epoch"], ckpt["step"]`), or what a call that restores the
+        optimizer returns (`model, opt, step = checkpointer.load(model, opt, step)`), also as a branch of
+        the value."""
         found = set()
+        restoring = {id(e.node) for e in self.model.of_kind(STATE_LOAD) if e.via is not None}
         for node, site in self.model.structure.statements:
             if type(node) is not cst.Assign:  # (type tests: see steplint.model.syntax.dotted)
                 continue
-            reads = any(
-                type(s) is cst.Subscript or (type(s) is cst.Call and type(s.func) is cst.Attribute and s.func.attr.value == "get")
+            reads = any(  # (also inside a value: `step = ckpt.load(...) if resume else 0`)
+                id(s) in restoring
+                or type(s) is cst.Subscript
+                or (type(s) is cst.Call and type(s.func) is cst.Attribute and s.func.attr.value == "get")
                 for s in walk_expressions(node.value)
             )
             if reads or not found.isdisjoint(self.model.keys_in(node.value, site.scope)):  # or through a temporary
@@ -350,14 +388,14 @@ def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
     callee = context.callee(save.node, save.site.scope)
     if effect.stored == "kwargs":
         return Checkpoint(save, {a.keyword.value: a.value for a in save.node.args if a.keyword is not None})
-    if effect.stored:
+    if effect.stored and not effect.stored.startswith("local:"):  # (a dict of the helper's own: its contents say what it holds)
         stored = context.argument(callee, effect.stored, save.node, save.site.scope)
         return stored_contents(model, save, stored) if stored is not None else None
     if not effect.contents:
         return None
     entries = {}
     for key, (place, _) in effect.contents.items():
-        value = context.argument(callee, place, save.node, save.site.scope) if place else None
+        value = argument_at_call(model, context, callee, place, save.node, save.site.scope) if place else None
         entries[key] = value if value is not None else _UNKNOWN
     return Checkpoint(save, entries)
 

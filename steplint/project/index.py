@@ -32,7 +32,8 @@ class ProjectIndex:
     # -- resolving calls -------------------------------------------------------------------------
 
     def resolve(self, path: str, caller: s.FunctionSummary, callee: str) -> Optional[Target]:
-        key = (path, caller.class_name or "", callee)
+        # (a method of a local object depends on what built it in that very function)
+        key = (path, caller.name if callee.split(".")[0] in caller.local_classes else caller.class_name or "", callee)
         if key not in self._resolved:
             self._resolved[key] = self._resolve(path, caller, callee)
         return self._resolved[key]
@@ -53,6 +54,11 @@ class ProjectIndex:
                     found = self.modules[holder[0]].functions.get(f"{holder[1]}.{parts[2]}")
                     return (holder[0], found, parts[1] + ".") if found else None
             return None
+        built_by = caller.local_classes.get(parts[0]) if len(parts) == 2 else None
+        if built_by:  # `ckpt = CheckPoint(run_dir)`, then `ckpt.save(...)`
+            holder = self._class_of(path, caller.class_name or "", built_by)
+            method = self.modules[holder[0]].functions.get(f"{holder[1]}.{parts[1]}") if holder is not None else None
+            return (holder[0], method, None) if method is not None else None
         found = self._definition(path, callee)
         if found is None:
             return None
@@ -305,7 +311,7 @@ def argument_place(place: str, call: s.CallRecord, target: s.FunctionSummary, se
         return call.args[index] if index < len(call.args) else ""
     if place.startswith("self.") and self_prefix is not None:
         return "self." + self_prefix + place[len("self."):]
-    return ""
+    return place if place.startswith("module:") else ""  # (the same module object in every function)
 
 
 _PLACELESS = (s.CLIP, s.SAVE)

@@ -23,7 +23,7 @@ from steplint.model import (
 )
 from steplint.model.events import CALL, copies_live_state
 from steplint.model.guards import COMMIT_GATE, RANK
-from steplint.model.roles import SCHEDULER
+from steplint.model.roles import SCHEDULER, STATEFUL_MODULES
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import dotted, walk_expressions
 from steplint.project import summary as s
@@ -102,7 +102,7 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
             if effect is not None:
                 effect.via, effect.where = function.name, f"{relative_path}:{function.line}"
                 function.effects.append(effect)
-        record = _call_record(model, call, site, defined) if function is not None else None
+        record = _call_record(model, call, site, defined, function) if function is not None else None
         if record is not None:
             function.calls.append(record)
     for node, site in model.structure.statements:
@@ -139,12 +139,22 @@ def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
 
 def _load_into_parameter(model: ModuleModel, call: cst.Call, site: Site) -> Optional[s.Effect]:
     """`schedule.load_state_dict(state)` on a parameter whose role the helper cannot tell: it restores
-    whatever its caller hands it, and the caller knows what that is."""
+    whatever its caller hands it, and the caller knows what that is. Or on a module holding step state
+    for the whole process (`amp.load_state_dict(ckpt["amp"])`): it restores the caller's too."""
     receiver = call.func.value if isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict" else None
-    where = place(receiver, site.scope)
-    if not where.startswith("param:") or not call.args or copies_live_state(call.args[0].value):
+    where = place(receiver, site.scope) or _module_place(model, receiver, site.scope)
+    if not where.startswith(("param:", "module:")) or not call.args or copies_live_state(call.args[0].value):
         return None
-    return s.Effect(s.LOAD, where, **_flags(model, site))
+    return s.Effect(s.LOAD, where, STATEFUL_MODULES.get(where[len("module:"):]), **_flags(model, site))
+
+
+def _module_place(model: ModuleModel, expr: Optional[cst.BaseExpression], scope: Scope) -> str:
+    """`module:apex.amp` for a name the module or function imports as a module of STATEFUL_MODULES."""
+    if isinstance(expr, cst.Name) and scope.owner_of(expr.value) is None:
+        qualified = model.roles.qualified(expr, scope)
+        if qualified in STATEFUL_MODULES:
+            return f"module:{qualified}"
+    return ""
 
 
 def _stored_place(argument: cst.Arg, scope: Scope) -> str:
@@ -160,7 +170,7 @@ def _contents(model: ModuleModel, save) -> Dict[str, List[Optional[str]]]:
     for key, value in (checkpoint.entries if checkpoint is not None else {}).items():
         for sub in walk_expressions(value):
             if isinstance(sub, (cst.Name, cst.Attribute)):
-                where = place(sub, scope)
+                where = place(sub, scope) or _module_place(model, sub, scope)
                 role = model.roles.of(sub, scope)
                 if where or role is not None:
                     contents[key] = [where, role.kind if role is not None else None]
@@ -170,16 +180,19 @@ def _contents(model: ModuleModel, save) -> Dict[str, List[Optional[str]]]:
     return contents
 
 
-def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set) -> Optional[s.CallRecord]:
+def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, function: s.FunctionSummary) -> Optional[s.CallRecord]:
     scope = site.scope
     callee = callee_text(call, scope)
     if callee is None:
         return None
     head = callee.split(".")[0]
     qualified = model.imports.names.get(head)
-    if not (head == "self" and scope.self_name or (qualified is not None and not (qualified + ".").startswith(_EXTERNAL)) or (head in defined and "." not in callee)):
+    built = _local_class_of(model, head, scope)
+    if built is not None:  # a method of an object the function builds from a class of the project (`ckpt.save(...)`)
+        function.local_classes[head] = built
+    elif not (head == "self" and scope.self_name or (qualified is not None and not (qualified + ".").startswith(_EXTERNAL)) or (head in defined and "." not in callee)):
         return None
-    if scope.owner_of(head) is not None and head != "self":
+    elif scope.owner_of(head) is not None and head != "self":
         return None  # a local variable that shadows the name
     record = s.CallRecord(callee, **_flags(model, site))
     for arg in call.args:
@@ -193,6 +206,43 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set) -
             record.kwargs[arg.keyword.value] = place(arg.value, scope)
             record.kwarg_roles[arg.keyword.value] = role.kind if role else None
     return record
+
+
+def _local_class(node, scope: Scope, found: Dict[str, str]) -> None:
+    """`ckpt = CheckPoint(run_dir)`: the callee that built a local, as written, when it is the only
+    thing the function assigns to it ("" once it is assigned anything else)."""
+    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target] if isinstance(node, (cst.AnnAssign, cst.AugAssign)) else []
+    for target in targets:
+        if not isinstance(target, cst.Name) or target.value not in scope.local_names:
+            continue
+        built = dotted(node.value.func) if isinstance(node, cst.Assign) and len(targets) == 1 and isinstance(node.value, cst.Call) else None
+        name = target.value
+        found[name] = built if built and found.get(name, built) == built else ""
+
+
+def _local_class_of(model: ModuleModel, head: str, scope: Scope) -> Optional[str]:
+    """The callee that built local `head` of the function holding `scope`, if it names a class or
+    function of the project (an import from outside the libraries, or a definition of the module)."""
+    top = top_scope(scope)
+    if head == "self" or top.name == "<module>" or scope.owner_of(head) is not top:
+        return None
+    built = _built_locals(model, top).get(head)
+    if not built:
+        return None
+    first = built.split(".")[0]
+    qualified = model.imports.names.get(first)
+    if qualified is not None:
+        return built if not (qualified + ".").startswith(_EXTERNAL) else None
+    return built if "." not in built and any(isinstance(st, cst.ClassDef) and st.name.value == built for st in model.module.body) else None
+
+
+def _built_locals(model: ModuleModel, top: Scope) -> Dict[str, str]:
+    def compute() -> Dict[str, str]:
+        found: Dict[str, str] = {}
+        for node, site in model.statements_of(top):
+            _local_class(node, top, found)
+        return found
+    return model.remember(("built_locals", id(top)), compute)
 
 
 def _attribute_class(node, scope: Scope, found: Dict[str, str]) -> None:

@@ -9,6 +9,7 @@ content hash and sent to worker processes. A place is written as text:
 - `local:NAME`    a local variable: seen by the function itself only, never by its callers
 - `star:N`        the N-th value of `*args` (positional arguments past the named parameters)
 - `kwargs`        the keyword arguments gathered by `**kwargs`
+- `module:NAME`   a module holding step state for the whole process (`module:apex.amp`), as imported
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class FunctionSummary:
     returns: Optional[str] = None  # the role of what it returns (`build_scaler` returns a scaler)
     class_name: Optional[str] = None
     returns_class: Optional[str] = None  # the class its instances come from: `-> Optimizers`, `return Optimizers(...)`
+    local_classes: Dict[str, str] = field(default_factory=dict)  # local -> the callee that built it (`ckpt = CheckPoint(dir)`), as written
 
 
 @dataclass
