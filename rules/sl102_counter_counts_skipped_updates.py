@@ -49,8 +49,9 @@ that advances only where its own test lets it, against a value the loop measures
 bounds, counts the runs of that block, not steps: it is never reported.
 
 Silent for counters that feed none of these (a log line's index), or only evaluation cadences (an
-evaluation every N attempts sees the model a few skipped updates later, no recipe drifts) and
-checkpoints of a module that nothing resumes from, consumers that count the data
+evaluation every N attempts sees the model a few skipped updates later, no recipe drifts),
+checkpoints of a module that nothing resumes from, checkpoints that only store the counter (read
+back, it goes on counting attempts; it feeds one where it names the file or paces the saves), consumers that count the data
 (`# steplint: schedule=tokens`, `step_batch(n)`, an LR or a stop computed from `n * batch_size`), counters advanced under a commit
 gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `except OverflowError`
 drops the update), loops whose updates are never skipped, a timm
@@ -93,7 +94,7 @@ when an object whose state it restores is built again after the restore; and a l
 """
 
 from steplint.fixes import SAFE, UNSAFE
-from steplint.model import COUNTER_INCREMENT
+from steplint.model import CHECKPOINT_SAVE, COUNTER_INCREMENT
 from steplint.model.skips import no_signal_note, skipped_by_the_code
 from steplint.model.windows import micro_batch_counters
 from steplint.rewrite import gate_advice, gate_fix, ungated_cadences
@@ -144,14 +145,25 @@ def _feeds_in_updates(model, increment, unit):
     # An evaluation every N attempts instead of N updates sees the same model a few skips later: no
     # recipe drifts. A checkpoint named after the counter drifts only for a run that resumes from it.
     feeds.discard("eval")
-    if not model.state.resumable:
-        feeds.discard("checkpoint")
     others = [c for c in model.units.consumers_of(increment) if c.label in feeds]
+    # Stored as a value and read back, an attempt counter goes on counting attempts: no unit changes.
+    # It drifts where it names the checkpoint or paces the saves, and only for a run that resumes.
+    saves = {id(e.node): e for e in model.of_kind(CHECKPOINT_SAVE)}
+    if not model.state.resumable or not any(_names_or_paces(model, saves, c, increment) for c in others if c.label == "checkpoint"):
+        feeds.discard("checkpoint")
     for label in list(feeds):
         mine = [c for c in others if c.label == label]
         if mine and all(model.units.counts_in_other_units(increment, c, unit) for c in mine):
             feeds.discard(label)
     return feeds
+
+
+def _names_or_paces(model, saves, consumer, increment):
+    """The checkpoint consumer reads the counter in a save's condition, or in the path it writes to."""
+    save = saves.get(id(consumer.node))
+    if save is None:
+        return True  # a save's condition (`if step % every == 0`)
+    return not model.counters.derived_keys(increment).isdisjoint(model.state.named_after(save))
 
 
 def _budget_against_the_convention(model, increment, unit, update):

@@ -82,8 +82,12 @@ def check(model):
             continue
         # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
         # (a helper that builds its own checkpoint: one problem per helper, however often it is called)
-        built = checkpoint.name if checkpoint.name is not None or save.via is None else f"{save.via.via} in {save.via.where}"
-        identity = (id(checkpoint.dict_node) if checkpoint.dict_node is not None else (id(save.site.scope), built), tuple(missing))
+        if checkpoint.dict_node is not None:
+            identity = (id(checkpoint.dict_node), tuple(missing))
+        elif save.via is not None and checkpoint.name is None:
+            identity = (f"{save.via.via} in {save.via.where}", tuple(missing))  # whichever function calls it
+        else:
+            identity = (id(save.site.scope), checkpoint.name, tuple(missing))
         if not missing or identity in reported:
             continue
         reported.add(identity)

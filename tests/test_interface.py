@@ -361,6 +361,8 @@ import torch
 def train(model, loader, optimizer, scheduler, save, args):
     scaler = torch.amp.GradScaler("cuda")
     global_step = 0
+    if args.resume:  # (checkpoints that no run resumes from are exports: their names feed nothing)
+        optimizer.load_state_dict(torch.load(args.resume)["optimizer"])
     for batch in loader:
         scaler.scale(model(batch).mean()).backward()
         scale_before = scaler.get_scale()

@@ -82,10 +82,10 @@ class State:
             if key:
                 found.holds.setdefault("counter", []).extend(sorted(c for c in counters if c.startswith(key + ".")))
         # a counter in the checkpoint's file name is stored there (`ckpt-{step}`): a resume reads it back from the name
-        found.holds.setdefault("counter", []).extend(sorted(self._named_after(save) & counters))
+        found.holds.setdefault("counter", []).extend(sorted(self.named_after(save) & counters))
         return found
 
-    def _named_after(self, save: Event) -> Set[str]:
+    def named_after(self, save: Event) -> Set[str]:
         """Keys the path a save writes to reads: in the path itself (`f"opt{step:06d}.pt"`), or in what
         the names in it were set to (`folder = join(out, "ckpt-%d" % step)`, then `join(folder, "optim.pt")`)."""
         call, scope = save.node, save.site.scope
