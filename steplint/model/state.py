@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.effects import LOAD
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
@@ -238,14 +239,18 @@ class State:
         for node, site in self.model.structure.statements:
             if type(node) is not cst.Assign:  # (type tests: see steplint.model.syntax.dotted)
                 continue
-            reads = any(  # (also inside a value: `step = ckpt.load(...) if resume else 0`)
-                id(s) in restoring
-                or type(s) is cst.Subscript
-                or (type(s) is cst.Call and type(s.func) is cst.Attribute and s.func.attr.value == "get")
-                for s in walk_expressions(node.value)
-            )
+            reads = reads_an_entry(node.value) or any(id(s) in restoring for s in walk_expressions(node.value))  # (`step = ckpt.load(...) if resume else 0`)
             if reads or not found.isdisjoint(self.model.keys_in(node.value, site.scope)):  # or through a temporary
                 found.update(self.model.roles.key(target, site.scope) for target in assignment_targets(node))
+        # a resume helper of the project that sets the caller's attributes (`self.epoch = state["epoch"]`)
+        context = self.model.roles.project
+        for call, site in self.model.structure.calls if context is not None else ():
+            callee = context.callee(call, site.scope)
+            for effect in callee.effects if callee is not None else ():
+                if effect.action == LOAD and effect.role is None and effect.place.startswith("self."):
+                    target = context.argument(callee, effect.place, call, site.scope)
+                    found.add(self.model.roles.key(target, site.scope) if target is not None else None)
+        found.discard(None)
         return found
 
     @cached_property
@@ -377,6 +382,15 @@ def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpressio
     if isinstance(stored, cst.Call):
         return _from_state_dict_method(model, save, stored)
     return None
+
+
+def reads_an_entry(value: cst.BaseExpression) -> bool:
+    """The value reads an entry of something (`state["epoch"]`, `ckpt.get("step", 0)`): in a resume,
+    what the checkpoint holds."""
+    return any(
+        type(sub) is cst.Subscript or (type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == "get")
+        for sub in walk_expressions(value)
+    )
 
 
 def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:

@@ -45,25 +45,56 @@ class ProjectIndex:
             if caller.class_name is None:
                 return None
             if len(parts) == 2:
-                found = module.functions.get(f"{caller.class_name}.{parts[1]}")
-                return (path, found, "") if found else None
+                found = self._method(path, caller.class_name, parts[1])
+                return (found[0], found[1], "") if found else None
             if len(parts) == 3:
-                built_by = module.attribute_classes.get(caller.class_name, {}).get(parts[1])
-                holder = self._class_of(path, caller.class_name, built_by) if built_by else None
-                if holder is not None:
-                    found = self.modules[holder[0]].functions.get(f"{holder[1]}.{parts[2]}")
-                    return (holder[0], found, parts[1] + ".") if found else None
+                built_by = self._attribute_built_by(path, caller.class_name, parts[1])
+                holder = self._class_of(*built_by) if built_by else None
+                found = self._method(*holder, parts[2]) if holder is not None else None
+                return (found[0], found[1], parts[1] + ".") if found else None
             return None
         built_by = caller.local_classes.get(parts[0]) if len(parts) == 2 else None
         if built_by:  # `ckpt = CheckPoint(run_dir)`, then `ckpt.save(...)`
             holder = self._class_of(path, caller.class_name or "", built_by)
-            method = self.modules[holder[0]].functions.get(f"{holder[1]}.{parts[1]}") if holder is not None else None
-            return (holder[0], method, None) if method is not None else None
+            found = self._method(*holder, parts[1]) if holder is not None else None
+            return (found[0], found[1], None) if found is not None else None
         found = self._definition(path, callee)
         if found is None:
             return None
         function = self.modules[found[0]].functions.get(found[1])
         return (found[0], function, None) if function is not None and function.class_name is None else None
+
+    def _bases(self, path: str, class_name: str) -> List[Tuple[str, str]]:
+        """(module path, class) of each base class of the project that `class_name` names."""
+        found = []
+        for base in self.modules[path].class_bases.get(class_name, ()):
+            where = self._definition(path, base)
+            if where is not None and _defines_class(self.modules[where[0]], where[1]):
+                found.append(where)
+        return found
+
+    def _method(self, path: str, class_name: str, method: str, hops: int = 3) -> Optional[Tuple[str, s.FunctionSummary]]:
+        """(module path, summary) of `class_name.method`: defined by the class or inherited from a base
+        class of the project (in the order Python looks, depth first as single inheritance has it)."""
+        found = self.modules[path].functions.get(f"{class_name}.{method}")
+        if found is not None:
+            return path, found
+        for base_path, base in self._bases(path, class_name) if hops else ():
+            inherited = self._method(base_path, base, method, hops - 1)
+            if inherited is not None:
+                return inherited
+        return None
+
+    def _attribute_built_by(self, path: str, class_name: str, attribute: str, hops: int = 3) -> Optional[Tuple[str, str, str]]:
+        """(module path, class, callee) that built `self.attribute` of the class, in it or a base class."""
+        built_by = self.modules[path].attribute_classes.get(class_name, {}).get(attribute)
+        if built_by:
+            return path, class_name, built_by
+        for base_path, base in self._bases(path, class_name) if hops else ():
+            found = self._attribute_built_by(base_path, base, attribute, hops - 1)
+            if found is not None:
+                return found
+        return None
 
     def _class_of(self, path: str, class_name: str, built_by: str, hops: int = 2) -> Optional[Tuple[str, str]]:
         """(module path, class) of an attribute's value: a class named directly, or the class that

@@ -25,7 +25,8 @@ from steplint.model.events import CALL, copies_live_state
 from steplint.model.guards import COMMIT_GATE, RANK
 from steplint.model.roles import SCHEDULER, STATEFUL_MODULES
 from steplint.model.structure import Scope, Site
-from steplint.model.syntax import dotted, walk_expressions
+from steplint.model.state import reads_an_entry
+from steplint.model.syntax import assignment_targets, dotted, walk_expressions
 from steplint.project import summary as s
 from steplint.project.context import callee_text, top_scope
 
@@ -94,6 +95,11 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
             effect.via, effect.where = function.name, f"{relative_path}:{function.line}"
             function.effects.append(effect)
     defined = {st.name.value for st in model.module.body if isinstance(st, (cst.FunctionDef, cst.ClassDef))}
+    for statement in model.module.body:
+        if isinstance(statement, cst.ClassDef):
+            bases = [dotted(b.value) for b in statement.bases if b.keyword is None and not b.star]
+            if any(bases):
+                summary.class_bases[statement.name.value] = [b for b in bases if b]
     loads = {id(event.node) for event in model.of_kind(STATE_LOAD)}
     for call, site in model.structure.calls:
         function = owner(site)
@@ -105,15 +111,27 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
         record = _call_record(model, call, site, defined, function) if function is not None else None
         if record is not None:
             function.calls.append(record)
+    resuming = {f.name for f in summary.functions.values() if any(e.action == s.LOAD for e in f.effects)}
     for node, site in model.structure.statements:
         function = owner(site)
         if function is None or function.name == "<module>":
             continue
+        if isinstance(node, cst.Assign) and function.name in resuming and reads_an_entry(node.value):
+            _read_back(node, site, function)
         if isinstance(node, cst.Return) and node.value is not None:
             _returns(model, node.value, site, function)
         elif isinstance(node, (cst.Assign, cst.AnnAssign)) and site.scope.class_name:
             _attribute_class(node, site.scope, summary.attribute_classes.setdefault(site.scope.class_name, {}))
     return summary
+
+
+def _read_back(node: cst.Assign, site: Site, function: s.FunctionSummary) -> None:
+    """In a function that restores state, an attribute set from an entry of what it loaded
+    (`self.epoch = state["epoch"]`) is read back for the caller's instance too."""
+    for target in assignment_targets(node):
+        where = place(target, site.scope)
+        if where.startswith("self."):
+            function.effects.append(s.Effect(s.LOAD, where, via=function.name))
 
 
 def _flags(model: ModuleModel, site: Site) -> dict:

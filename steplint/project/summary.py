@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 2  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 3  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -62,6 +62,7 @@ class ModuleSummary:
     star_modules: List[str] = field(default_factory=list)  # modules it imports with `*` (a package re-exporting them)
     switched_on: List[str] = field(default_factory=list)  # "callee|keyword": a call passes the keyword a value that may be true
     resumes: bool = False  # the module can resume a run (restores an optimizer's state, or through a framework)
+    class_bases: Dict[str, List[str]] = field(default_factory=dict)  # class -> its base classes, as written
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
@@ -73,5 +74,5 @@ class ModuleSummary:
             functions[name] = FunctionSummary(**f)
         return ModuleSummary(
             data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ())),
-            list(data.get("switched_on", ())), bool(data.get("resumes", False)),
+            list(data.get("switched_on", ())), bool(data.get("resumes", False)), {k: list(v) for k, v in data.get("class_bases", {}).items()},
         )
