@@ -29,7 +29,8 @@ import libcst as cst
 from steplint.model.counters import DATA_SIZE
 from steplint.model.precision import command_line_default
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
-from steplint.model.schedules import loop_iterable, unwrapped
+from steplint.model.schedules import assignments, loop_iterable, unwrapped
+from steplint.model.structure import Site
 from steplint.model.syntax import assignment_targets, dotted, last_name, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
 
@@ -537,8 +538,8 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
         if label is None:
             continue
         for guard in event.site.guards:
-            if label == "stop" and guard.early_exit:
-                continue
+            if label == "stop" and (guard.early_exit or _only_a_cadence(model, guard.test, event.site)):
+                continue  # (an abort checked every N steps, `if step % n == 0: if isnan(loss): return`: no budget)
             unit, evidence = _test_unit(model, guard.test, label, totals, batch_totals)
             add(label, guard.test, scope, unit, evidence)
         if event.kind == CHECKPOINT_SAVE:
@@ -547,6 +548,25 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
         unit, evidence = _test_unit(model, loop.test, "stop", totals, batch_totals)
         add("stop", loop.test, site.scope, unit, evidence)
     return index
+
+
+def _only_a_cadence(model, test: cst.BaseExpression, site: Site) -> bool:
+    """`step % every == 0`: true once every N values, compared with no total; also through the names
+    the test reads (`print_step = step % every == 0`, then `if print_step and step != 0:`)."""
+    known, spelled, names = assignments(model), [test], [test]
+    for _ in range(2):  # (two levels: `print_step = print_step or early_print_step`)
+        names = [
+            node.value for expr in names for sub in walk_expressions(expr) if isinstance(sub, cst.Name)
+            for node in known.before(site.scope, sub.value, site.order) if isinstance(node, cst.Assign)
+        ]
+        spelled += names
+    subs = [sub for expr in spelled for sub in walk_expressions(expr)]
+    return any(isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo) for sub in subs) and not any(
+        isinstance(sub, cst.Comparison) and any(isinstance(c.operator, _ORDERING) for c in sub.comparisons) for sub in subs
+    )
+
+
+_ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
 
 
 def _batch_keyed(model) -> Dict[str, List[Evidence]]:

@@ -1,5 +1,6 @@
-"""An AMP loop whose evaluation cadence reads the update counter right after it advances: the fix
-must gate the cadence check with the counter, or a skipped update repeats the evaluation."""
+"""An AMP loop whose update counter ends the run and paces an evaluation that reads it right after it
+advances: the fix must gate the cadence check with the counter, or a skipped update repeats the
+evaluation."""
 import torch
 
 EVALUATED = []
@@ -21,4 +22,6 @@ def train(model, optimizer, scheduler, scaler, batches, max_updates=None, eval_e
         global_step += 1
         if global_step % eval_every == 0:
             evaluate(model, global_step)
+        if max_updates is not None and global_step >= max_updates:
+            break
     return global_step
