@@ -24,7 +24,7 @@ for i, batch in enumerate(loader):
         torch.save(model.state_dict(), f"ckpt-{global_step}.pt")
 ```
 
-Silent for values already in update units (`i // accum`), for a batch index or counter the code
+Silent for values already in update units (`i // accum`) or in epochs (`epoch + i / len(loader)`), for a batch index or counter the code
 shows to be the data position by design (see SL102, SL304; `(epoch - 1) * len(loader) + i + 1` names a
 position among the run's batches), for counters advanced once per window
 (SL102 checks whether they count skipped updates), in loops whose every batch commits an update, and
@@ -78,15 +78,21 @@ def check(model):
 
 
 def _plain_mentions(node):
-    """Names read in a call's arguments, except inside `i // accum` (already in update units)."""
+    """Names read in a call's arguments, except inside `i // accum` (already in update units) and
+    `i / len(loader)` (a fraction of an epoch: `epoch + i / len(loader)` is in epochs)."""
     skip = set()
     for sub in walk_expressions(node):
-        if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.FloorDivide):
+        if isinstance(sub, cst.BinaryOperation) and (isinstance(sub.operator, cst.FloorDivide) or _fraction_of_the_data(sub)):
             skip.update(id(s) for s in walk_expressions(sub))
     for arg in node.args:
         for sub in reads(arg):
             if isinstance(sub, cst.Name) and id(sub) not in skip:
                 yield sub
+
+
+def _fraction_of_the_data(operation: cst.BinaryOperation) -> bool:
+    right = operation.right
+    return isinstance(operation.operator, cst.Divide) and isinstance(right, cst.Call) and isinstance(right.func, cst.Name) and right.func.value == "len"
 
 
 def _use_counter(model, save, update, mentions, batches):
