@@ -252,12 +252,22 @@ def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
     `if cond: ...; continue` (no else) leaves `not cond`; `if cond: ... else: continue` leaves `cond`."""
     if not isinstance(statement, cst.If):
         return None
+    inner = _only_statement(statement.body) if statement.orelse is None else None
+    if isinstance(inner, cst.If) and inner.orelse is None and ends_in(inner.body, EXITS):
+        # `if accum != 1: if step % accum != 0: return`: past it, the inner test failed wherever the
+        # outer one held, and where it did not (no accumulation) every batch ends a window anyway
+        return Guard(inner.test, True, inner, early_exit=True, raises=ends_in(inner.body, (cst.Raise,)))
     if statement.orelse is None:
         if ends_in(statement.body, EXITS):
             return Guard(statement.test, True, statement, early_exit=True, raises=ends_in(statement.body, (cst.Raise,)))
     elif isinstance(statement.orelse, cst.Else) and ends_in(statement.orelse.body, EXITS) and not ends_in(statement.body, EXITS):
         return Guard(statement.test, False, statement, early_exit=True, raises=ends_in(statement.orelse.body, (cst.Raise,)))
     return None
+
+
+def _only_statement(suite: cst.BaseSuite) -> Optional[cst.BaseStatement]:
+    body = suite.body if isinstance(suite, cst.IndentedBlock) else ()
+    return body[0] if len(body) == 1 else None
 
 
 def ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
