@@ -77,14 +77,19 @@ def check(model):
         state = model.state.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
-        identity = (id(load.site.scope), tuple(missing))
+        identity = (id(load.site.scope), id(_statement_of_the_function(load.site)), tuple(missing))
         if not missing or identity in reported:
-            continue  # (two optimizers restored in one place are one resume)
+            continue  # (two optimizers restored in one place are one resume; two resume blocks of a function are two)
         reported.add(identity)
         listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
         message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
         yield Finding(load.node, message, _restore(model, load, missing, saved) if load.via is None else None)
+
+
+def _statement_of_the_function(site):
+    """The statement of the function's own body that holds the site (`if args.resume: ...`)."""
+    return next((statement for block, statement in site.trail if block.owner is site.scope.node), site.statement)
 
 
 def _restore(model, load, missing, saved):
