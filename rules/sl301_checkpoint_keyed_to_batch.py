@@ -28,7 +28,8 @@ Silent for values already in update units (`i // accum`) or in epochs (`epoch + 
 shows to be the data position by design (see SL102, SL304; `(epoch - 1) * len(loader) + i + 1` names a
 position among the run's batches), for counters advanced once per window
 (SL102 checks whether they count skipped updates), in loops whose every batch commits an update, and
-for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts (plain
+without accumulation for checkpoints no run resumes from (a few skipped updates in a name; SL102
+says the same of counters), for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts (plain
 PyTorch code that follows that convention declares it with `recipe = "hf-trainer"`).
 
 ## Fix safety
@@ -61,8 +62,8 @@ def check(model):
             continue
         update = updates[0]
         windowed = model.windows.boundary(update.site) is not None
-        if not windowed and model.counters.recipe_counts_attempts(update):
-            continue
+        if not windowed and (model.counters.recipe_counts_attempts(update) or not model.state.resumable):
+            continue  # (a skip or two in a name no run resumes from: no recipe drifts, as for SL102)
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
         batches = model.counters.batch_indices(update.site.loop, counters=windowed)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches]

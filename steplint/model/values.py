@@ -33,6 +33,8 @@ def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scop
 def _one_as_written(model: "ModuleModel", name: str, scope: Scope) -> bool:
     if name in {p.name.value for p in scope.params}:
         return False
+    if name not in scope.local_names:
+        return _module_constant_one(model, name)
     writes = [(node, site) for node, site in model.statements_of(scope) if name in bound_names(node)]
     if not writes or not _assigns_literal(writes[0], name, 1) or writes[0][1].guards:
         return False
@@ -41,6 +43,17 @@ def _one_as_written(model: "ModuleModel", name: str, scope: Scope) -> bool:
         if not any(values.evaluate(g.test, _order_of(model, g, site)) is g.negated for g in site.guards if not g.early_exit):
             return False  # a change of the length that may run
     return True
+
+
+def _module_constant_one(model: "ModuleModel", name: str) -> bool:
+    """A global the module sets to 1 wherever it sets it (`gradient_accumulation_steps = 1` under
+    `if __name__ == "__main__":`), that no function declares `global` to change."""
+    scopes = model.structure.scopes
+    if any(name in other.global_names for other in scopes):
+        return False
+    module = next((other for other in scopes if other.name == "<module>"), None)
+    writes = [(node, site) for node, site in model.statements_of(module) if name in bound_names(node)] if module is not None else []
+    return bool(writes) and all(_assigns_literal(write, name, 1) for write in writes)
 
 
 def _order_of(model: "ModuleModel", guard: Guard, site: Site) -> int:
