@@ -58,6 +58,12 @@ def train_plain(model, loader, optimizer, scaler, save_every):
         optimizer.zero_grad()
         if (i + 1) % save_every == 0:
             torch.save({"model": model.state_dict(), "step": i}, f"ckpt-{i}.pt")
+
+
+def resume(model, optimizer, path):  # (a run resumes from these checkpoints: their names matter)
+    state = torch.load(path)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
 '''
 
 

@@ -1,5 +1,6 @@
 """Checkpoint and resume through helpers of the module: they store and restore the model, the
-optimizer and the step (not the scheduler or the scaler); the step counts the updates across resumes."""
+optimizer and the step (not the scheduler or the scaler); the step counts the updates across resumes
+and may end the run (a budget the tests leave unset)."""
 import torch
 
 
@@ -14,7 +15,7 @@ def load_checkpoint(path, model, optimizer):
     return checkpoint["step"]
 
 
-def train(model, batches, amp=True, save=None, resume=None):
+def train(model, batches, amp=True, save=None, resume=None, max_steps=None):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10))
     scaler = torch.amp.GradScaler("cpu", enabled=amp)
@@ -28,6 +29,8 @@ def train(model, batches, amp=True, save=None, resume=None):
         optimizer.zero_grad()
         scheduler.step()
         step += 1
+        if max_steps is not None and step >= max_steps:
+            break
     if save is not None:
         save_checkpoint(save, model, optimizer, step)
     return step, scheduler.last_epoch
