@@ -35,8 +35,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent.parent
+sys.path.insert(0, str(PROJECT))
+from steplint.project.launches import LAUNCH_NAMES, LAUNCH_SUFFIXES  # noqa: E402
 VERDICTS = ("true", "false", "unsure")
 CONFIG_FILES = {"pyproject.toml", "steplint.toml", ".gitignore"}
+EXTRACTED_FORMAT = "with the repository's launch files"  # trees extracted before they were read lack them: extracted again
+
+
+def launch_file(path):
+    """A file steplint reads for how the project runs its scripts (steplint.project.launches)."""
+    # (not notebooks: steplint lints those, and the corpus is the repositories' Python files)
+    return (path.endswith(LAUNCH_SUFFIXES) and not path.endswith(".ipynb")) or Path(path).name in LAUNCH_NAMES
 
 
 @dataclass
@@ -93,21 +102,24 @@ def find_git_dir(mirror_root, repo):
 def extract(mirror_root, trees_root, repo):
     """The pinned commit's Python files (under `repo.paths`), extracted once into the cache folder.
 
-    Only what steplint reads is written: `*.py` files, plus the repo's own config files. Snapshots
+    Only what steplint reads is written: `*.py` files, the repo's own config files and its launch
+    files (scripts, READMEs, configs: what steplint reads for the options runs are given). Snapshots
     may lack their largest blobs (data files), which `git archive` would refuse.
     """
     tree = trees_root / f"{repo.slug}@{repo.commit[:12]}"
     done_marker = tree / ".corpus-extracted"
-    if done_marker.exists():
+    if done_marker.exists() and EXTRACTED_FORMAT in done_marker.read_text():
         return tree
     git = ["git", f"--git-dir={find_git_dir(mirror_root, repo)}"]
-    listing = subprocess.run([*git, "ls-tree", "-r", "-z", repo.commit, "--", *repo.paths],
+    listing = subprocess.run([*git, "ls-tree", "-r", "-z", repo.commit],
                              capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
     blobs = []
     for entry in filter(None, listing.split("\0")):
         meta, path = entry.split("\t", 1)
         mode, kind, sha = meta.split()
-        if kind == "blob" and mode != "120000" and (path.endswith(".py") or Path(path).name in CONFIG_FILES):
+        within = not repo.paths or any(path == p or path.startswith(p.rstrip("/") + "/") for p in repo.paths)
+        # (launch files from the whole repository: its README launches the code under `paths`)
+        if kind == "blob" and mode != "120000" and ((path.endswith(".py") or Path(path).name in CONFIG_FILES) and within or launch_file(path)):
             blobs.append((sha, path))
     batch = subprocess.run([*git, "cat-file", "--batch"], input="".join(f"{sha}\n" for sha, _ in blobs).encode(),
                            capture_output=True, check=True).stdout
@@ -123,7 +135,7 @@ def extract(mirror_root, trees_root, repo):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(batch[offset:offset + size])
         offset += size + 1
-    done_marker.write_text(repo.commit + "\n")
+    done_marker.write_text(f"{repo.commit}\n{EXTRACTED_FORMAT}\n")
     return tree
 
 

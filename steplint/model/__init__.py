@@ -230,6 +230,8 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
+    # What runs only under a flag no run of the project gives (`if args.load_optimizer_scheduler:`) does not run.
+    model.events = [e for e in model.events if not roles.command_line.never_runs(e.site)]
     if project is not None:
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
     engines = [e for e in model.events if e.strategy == "deepspeed"]
@@ -278,6 +280,8 @@ def _builds_alike(model: ModuleModel, project, settings) -> bool:
     built_with = model.roles.project
     contexts = [c for c in (built_with, project) if c is not None]
     if (built_with.parameter_roles if built_with else {}) != (project.parameter_roles if project else {}):
+        return False
+    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "configured_options")):
         return False
     if any(callee.effects or callee.returns for context in contexts for callee in context.calls.values()):
         return False

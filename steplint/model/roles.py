@@ -15,6 +15,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
+from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, walk_expressions
@@ -108,6 +109,16 @@ def optimizer_named(name: str) -> bool:
     return bool(_OPTIMIZER_NAME.search(name.split(".")[-1]))
 
 
+def _without_loss_scaling(role: Optional[Role]) -> Optional[Role]:
+    """The object as a run without mixed precision has it: a scaler that scales nothing, an optimizer
+    that never skips."""
+    if role is not None and role.kind == SCALER:
+        return replace(role, enabled=False, enabled_by=None)
+    if role is not None and role.kind == OPTIMIZER and role.skips:
+        return replace(role, skips=None)
+    return role
+
+
 class RoleTable:
     """Roles keyed by a reference in its scope: a local, a global, or `self.attr` of a class."""
 
@@ -122,6 +133,7 @@ class RoleTable:
         self.maybe_none: set = set()  # keys that hold None on some path (`scaler = GradScaler() if amp else None`)
         self._functions = {s.name: s for s in structure.scopes}
         self._aliases = _property_aliases(structure)
+        self.command_line = read_command_line(structure, project)
         self._infer()
 
     # -- lookups ---------------------------------------------------------------------------------
@@ -190,9 +202,9 @@ class RoleTable:
         for _ in range(4):  # flow through assignments and calls converges in a few rounds
             changed = False
             for node, site in self.structure.statements:
-                changed |= self._assignment(node, site.scope)
+                changed |= self._assignment(node, site.scope, self.command_line.never_runs(site))
             for call, site in self.structure.calls:
-                changed |= self._use(call, site.scope)
+                changed |= self._use(call, site.scope, self.command_line.never_runs(site))
                 changed |= self._call_flow(call, site.scope)
                 for argument, kind in self.project.argument_roles(call, site.scope) if self.project else ():
                     changed |= self._set(self.key(argument, site.scope), Role(kind, USE))
@@ -243,6 +255,8 @@ class RoleTable:
         tail = qualified.rsplit(".", 1)[-1]
         if qualified in SCALER_CLASSES:
             enabled = keyword(call, "enabled")
+            if self.command_line.off_as_run(enabled):  # `GradScaler(enabled=args.amp)`, no run giving --amp
+                return Role(SCALER, CONSTRUCTOR, enabled=False)
             return Role(SCALER, CONSTRUCTOR, enabled=literal(enabled), enabled_by=dotted(enabled) if enabled is not None else None)
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
@@ -309,12 +323,14 @@ class RoleTable:
             if not (len(kinds) == 1 and all(r is not None for r in roles)):
                 return None
             flag = dotted(value.test)
+            if len(roles) == 1 and _is_none(value.orelse) and self.command_line.off_as_run(value.test):
+                return _without_loss_scaling(roles[0])  # `GradScaler() if args.amp else None`, no run giving --amp
             if len(roles) == 1 and _is_none(value.orelse) and flag is not None:
                 return replace(roles[0], present_if=f"{scope.name}:{flag}")
             return roles[0]
         return None
 
-    def _assignment(self, node: cst.CSTNode, scope: Scope) -> bool:
+    def _assignment(self, node: cst.CSTNode, scope: Scope, off_as_run: bool = False) -> bool:
         if isinstance(node, cst.Assign):
             targets = [t.target for t in node.targets]
             value = node.value
@@ -335,7 +351,7 @@ class RoleTable:
                     self.foreign.add(key)
                 if isinstance(value, cst.Call) and role is None and key and self._rewraps(value, element, scope):
                     self.wrapped.add(key)
-                changed |= self._set(key, role)
+                changed |= self._set(key, _without_loss_scaling(role) if off_as_run else role)
         return changed
 
     def _rewraps(self, call: cst.Call, target: cst.BaseExpression, scope: Scope) -> bool:
@@ -421,11 +437,11 @@ class RoleTable:
             if isinstance(call.func, cst.Attribute) and call.func.attr.value in methods
         }
 
-    def _use(self, call: cst.Call, scope: Scope) -> bool:
+    def _use(self, call: cst.Call, scope: Scope, off_as_run: bool = False) -> bool:
         func = call.func
         changed = False
         args = positional(call)
-        if len(args) >= 2 and self.qualified(func, scope) == APEX_SCALE_LOSS:
+        if len(args) >= 2 and self.qualified(func, scope) == APEX_SCALE_LOSS and not off_as_run:
             changed |= self._set(self.key(args[1], scope), Role(OPTIMIZER, USE, skips="apex"))
         if isinstance(func, cst.Attribute):
             obj, method = func.value, func.attr.value

@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, List, Optional
 
 from steplint import __version__
@@ -17,6 +17,7 @@ from steplint.files import SKIPPED_DIRS, FileError, read_text
 from steplint.pool import PARALLEL_FROM_TASKS, Pool
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
+from steplint.project.launches import Launches, read_launches
 from steplint.project.reach import connected_modules
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
 from steplint.source import Source, parse_python, parser_text
@@ -168,29 +169,35 @@ def summarized(relative: str, text: str) -> bool:
 
 def index_modules(
     texts: Dict[str, str], root: str, settings=None, store: Optional["SummaryStore"] = None, kept: Optional[Dict[str, str]] = None,
-    pool: Optional[Pool] = None,
+    pool: Optional[Pool] = None, launches: Optional[Launches] = None,
 ) -> BuiltIndex:
     """The index of modules given by relative path and text, their summaries read from and
     written to `store` (not flushed). `kept`: relative path -> the path of its lint later in the
     run, for the modules whose parse is kept for that lint (in the worker of `pool` that will lint
-    them, else in this process). Summaries are computed in `pool` when there are enough of them."""
+    them, else in this process). Summaries are computed in `pool` when there are enough of them.
+    `launches`: the project's launch facts, when read already (else read from `root`)."""
     from steplint.config import Settings
 
     settings = settings or Settings()
     kept = kept or {}
-    summaries = _summaries({relative: (text, None) for relative, text in texts.items()}, settings, store, kept, pool)
-    index = ProjectIndex(summaries)
+    launches = read_launches(root) if launches is None else launches  # (a module's effects are those of its runs: with the options they are given)
+    summaries = _summaries({relative: (text, _launched(relative, launches)) for relative, text in texts.items()}, settings, store, kept, pool)
+    index = ProjectIndex(summaries, launches)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
     again = {}
     for relative in summaries:
         roles = index.parameter_roles(relative)
         if roles:
-            again[relative] = (texts[relative], ModuleContext(relative, parameter_roles=roles))
+            again[relative] = (texts[relative], replace(_launched(relative, launches), parameter_roles=roles))
     if again:
         summaries.update(_summaries(again, settings, store, kept, pool))
-        index = ProjectIndex(summaries)
+        index = ProjectIndex(summaries, launches)
     return BuiltIndex(index, root)
+
+
+def _launched(relative: str, launches: Launches) -> ModuleContext:
+    return ModuleContext(relative, launch_options=launches.options_for(relative), configured_options=sorted(launches.configured))
 
 
 def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], pool: Optional[Pool]) -> Dict[str, ModuleSummary]:

@@ -39,6 +39,10 @@ class ModuleContext:
     called_elsewhere: List[str] = field(default_factory=list)  # ... that a function of another module calls
     switched_on: List[str] = field(default_factory=list)  # keywords some call of the project passes a value that may be true
     resumed_by_a_caller: bool = False  # a module that calls this one's functions can resume a run (`main.py` resuming, `train.py` saving)
+    # Command-line options a run of the module as a script may be given, as the project's launch files
+    # show (steplint.project.launches; `-` written `_`, "*" for any); None: no launch facts read.
+    launch_options: Optional[List[str]] = None
+    configured_options: List[str] = field(default_factory=list)  # keys the project's config files set true
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from steplint.project import summary as s
 from steplint.project.context import Callee, ModuleContext
+from steplint.project.launches import Launches
 
 MAX_DEPTH = 4  # calls of calls followed when composing effects
 _OWN_RETURN = (s.RETURNS_COMMIT, s.RETURNS_REDUCED)  # about the callee's own return value: not passed on
@@ -17,8 +18,9 @@ Target = Tuple[str, s.FunctionSummary, Optional[str]]  # (module path, function,
 
 
 class ProjectIndex:
-    def __init__(self, summaries: Dict[str, s.ModuleSummary]) -> None:
+    def __init__(self, summaries: Dict[str, s.ModuleSummary], launches: Optional[Launches] = None) -> None:
         self.modules = summaries  # by path relative to the project root, with "/"
+        self.launches = launches
         self._dotted = dotted_names(summaries)
         self._composed: Dict[Tuple[str, str], List[s.Effect]] = {}
         self._resolved: Dict[Tuple[str, str, str], Optional[Target]] = {}
@@ -233,7 +235,10 @@ class ProjectIndex:
         called = sorted(name for name in module.functions if (path, name) in self._called)
         elsewhere = sorted(name for name in module.functions if (path, name) in self._called_elsewhere)
         resumed = any(self.modules[caller].resumes for caller in self._caller_modules.get(path, ()))
-        return ModuleContext(path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed)
+        return ModuleContext(
+            path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed,
+            self.launches.options_for(path) if self.launches is not None else None, sorted(self.launches.configured) if self.launches is not None else [],
+        )
 
     @cached_property
     def _switched_on(self) -> Dict[str, Set[str]]:

@@ -15,6 +15,7 @@ import os
 from typing import Callable, Dict, Iterable, List, Optional
 
 from steplint.project.build import SummaryStore, index_modules, module_texts, project_files, project_root, relative_path, summarized
+from steplint.project.launches import read_launches
 from steplint.pool import Pool
 from steplint.project.context import ModuleContext
 
@@ -24,13 +25,14 @@ class ServerProject:
         self.root = root
         self.store = SummaryStore(cache_dir) if cache_dir else None
         self.texts = module_texts(files, root, open_texts)  # relative path -> text, of the summarised modules
+        self.launches = read_launches(root)  # (read once: an edited launch script is seen by the next server)
         with Pool(os.cpu_count() or 1) as pool:
             self._reindex(pool)
         if self.store is not None:
             self.store.flush()  # (only now: typing would fill the cache with every version of a module)
 
     def _reindex(self, pool: Optional[Pool] = None) -> None:
-        self.built = index_modules(self.texts, self.root, None, self.store, pool=pool)
+        self.built = index_modules(self.texts, self.root, None, self.store, pool=pool, launches=self.launches)
         self._contexts: Dict[str, Optional[ModuleContext]] = {}
 
     def context_for(self, path: str) -> Optional[ModuleContext]:

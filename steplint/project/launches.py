@@ -1,0 +1,124 @@
+"""How the project runs its scripts: the command-line options its launch files give each one.
+
+A flag declared off by default (`add_argument("--fp16", action="store_true")`) is on in a run only
+when the command line gives it, and the command lines we can read are the project's launch files:
+shell and job scripts, READMEs and docs, configs, notebooks, Makefiles. A line that names a script
+(`python train_ddp.py --amp`, `torchrun ... drivers/run_warmup.py`, `python -m pkg.train`) gives
+that script the options written on it; a line that passes variables on (`$@`, `$ARGS`) may give it
+any. A script no line names may be run with any option the launch files mention anywhere (a README
+that says "add --fp16"). Config files tell which keys they set true (`amp: true`), for a script that
+copies a config into its options.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Set, Tuple
+
+from steplint.files import SKIPPED_DIRS
+
+LAUNCH_SUFFIXES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".yaml", ".yml", ".json", ".cfg", ".ini", ".toml", ".ipynb", ".slurm",
+                   ".sbatch", ".job", ".pbs", ".bat", ".cmd", ".ps1")
+LAUNCH_NAMES = ("Makefile", "makefile", "Dockerfile", "Justfile", "justfile", "Procfile")
+MAX_LAUNCH_FILES = 2000
+MAX_LAUNCH_BYTES = 1_000_000
+ANY_OPTION = "*"  # a launch line that passes variables on: it may give the script any option
+
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".cfg", ".ini", ".toml")
+_SET_TRUE = re.compile(r"""^[ \t]*["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*(?:true|True|TRUE|yes|Yes|on|1)\b""", re.M)
+_CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as written inside a notebook's JSON)
+_SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
+_MODULE = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
+_OPTION = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
+_ASSIGNED = re.compile(r"\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"$`]*\"|'[^']*'|[^\s$`;|&]*)\s*(?:#.*)?$")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
+_PASSED_ON = re.compile(r"\$(?:@|\*|\{?[A-Za-z_])")  # a variable (at the start of a token)
+
+
+@dataclass
+class Launches:
+    """Options by the script a launch line names, and every option the launch files mention."""
+
+    by_script: Dict[str, List[Tuple[str, Set[str]]]] = field(default_factory=dict)  # file name -> (path as written, options) per line
+    mentioned: Set[str] = field(default_factory=set)
+    configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
+
+    def options_for(self, relative: str) -> List[str]:
+        """The options a run of the module at `relative` (a project path) may be given: those of the
+        lines that name it, else every option mentioned. Sorted, `-` written `_`."""
+        name = posixpath.basename(relative)
+        given: Set[str] = set()
+        named = False
+        for written, options in self.by_script.get(name, ()):
+            if _same_file(written, relative):
+                named = True
+                given |= options
+        return sorted(given if named else self.mentioned)
+
+
+def _same_file(written: str, relative: str) -> bool:
+    """A script as a launch line writes it (`../drivers/run_ann.py`, `train.py`) is the project's
+    `relative` when the folders it gives end the project path (`..` and `.` say nothing)."""
+    parts = [p for p in written.split("/") if p not in ("", ".", "..")]
+    return relative.split("/")[-len(parts):] == parts
+
+
+def read_launches(root: str) -> Launches:
+    """The launch facts of the project under `root` (its launch files, default-excluded folders skipped)."""
+    found = Launches()
+    for path in _launch_files(root):
+        try:
+            if os.path.getsize(path) > MAX_LAUNCH_BYTES:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        add_launch_text(found, text)
+        if path.endswith(_CONFIG_SUFFIXES):
+            found.configured.update(m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text))
+    return found
+
+
+def add_launch_text(found: Launches, text: str) -> None:
+    variables: Dict[str, str] = {}  # a script's own `name="value"` lines, expanded where read after them
+    for line in _CONTINUED.sub(" ", text).splitlines():
+        assigned = _ASSIGNED.match(line)
+        if assigned:
+            variables[assigned.group(1)] = assigned.group(2).strip("\"'")
+        line = _VARIABLE.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), line)
+        if "--" not in line and ".py" not in line and "-m" not in line:
+            continue
+        options = {m.group(1).replace("-", "_") for m in _OPTION.finditer(line)}
+        found.mentioned |= options
+        if _passes_variables_on(line):
+            options = options | {ANY_OPTION}
+        scripts = [m.group(1) + ".py" for m in _SCRIPT.finditer(line)]
+        scripts += [m.group(1).replace(".", "/") + ".py" for m in _MODULE.finditer(line)]
+        for written in scripts:
+            found.by_script.setdefault(posixpath.basename(written), []).append((written, options))
+
+
+def _passes_variables_on(line: str) -> bool:
+    """A variable stands where options go (`$@`, `$EXTRA_ARGS`), not as the value of an option
+    (`--model_type $model_type`, `--lr=$LR`)."""
+    tokens = line.split()
+    for index, token in enumerate(tokens):
+        if _PASSED_ON.match(token.lstrip("\"'")) and not (index and tokens[index - 1].startswith("-") and "=" not in tokens[index - 1]):
+            return True
+    return False
+
+
+def _launch_files(root: str) -> List[str]:
+    found: List[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(LAUNCH_SUFFIXES) or name in LAUNCH_NAMES:
+                found.append(os.path.join(folder, name))
+                if len(found) == MAX_LAUNCH_FILES:
+                    return found
+    return found

@@ -1,0 +1,78 @@
+"""The project's launch facts: which options the command lines in its scripts, READMEs and configs
+give each script (steplint.project.launches)."""
+
+from steplint.project.launches import ANY_OPTION, MAX_LAUNCH_BYTES, Launches, add_launch_text, read_launches
+
+
+def launches(*texts: str) -> Launches:
+    found = Launches()
+    for text in texts:
+        add_launch_text(found, text)
+    return found
+
+
+def test_a_line_gives_the_script_it_names_its_options():
+    found = launches("python train.py --amp --epochs 90\npython eval.py --fp16\n")
+    assert found.options_for("train.py") == ["amp", "epochs"]
+    assert found.options_for("eval.py") == ["fp16"]
+
+
+def test_dashes_in_an_option_are_read_as_its_destination():
+    assert launches("python train.py --mixed-precision\n").options_for("train.py") == ["mixed_precision"]
+
+
+def test_continued_lines_are_one_command():
+    text = "torchrun --nproc_per_node=8 tools/train.py \\\n    --lr 3e-3 \\\n    --amp\n"
+    assert launches(text).options_for("tools/train.py") == ["amp", "lr", "nproc_per_node"]
+
+
+def test_folders_written_on_the_line_must_end_the_module_path():
+    found = launches("python ../drivers/run_ann.py --fp16\n")
+    assert found.options_for("drivers/run_ann.py") == ["fp16"]
+    # another run_ann.py is not that script: it gets what the launch files mention anywhere
+    assert "fp16" in found.options_for("legacy/run_ann.py")
+    assert launches("python ../drivers/run_ann.py --fp16\npython legacy/run_ann.py\n").options_for("legacy/run_ann.py") == []
+
+
+def test_a_module_run_with_dash_m_is_its_file():
+    assert launches("python -m pkg.train --amp\n").options_for("src/pkg/train.py") == ["amp"]
+
+
+def test_a_script_no_line_names_may_get_any_option_mentioned():
+    found = launches("Add `--fp16` to train in mixed precision.\n", "python other.py --lr 1\n")
+    assert found.options_for("train.py") == ["fp16", "lr"]
+
+
+def test_variables_assigned_in_the_script_are_expanded():
+    text = 'EXTRA="--amp --epochs 3"\ntorchrun train.py --lr 1 $EXTRA\n'
+    assert launches(text).options_for("train.py") == ["amp", "epochs", "lr"]
+
+
+def test_a_variable_where_options_go_may_give_any_option():
+    assert ANY_OPTION in launches('python train.py --lr 1 "$@"\n').options_for("train.py")
+    assert ANY_OPTION in launches("python train.py $EXTRA_ARGS\n").options_for("train.py")
+
+
+def test_a_variable_as_an_options_value_gives_no_option():
+    text = "python train.py --model_type $model_type --nproc=$gpus --out ${dir}/run\n"
+    assert launches(text).options_for("train.py") == ["model_type", "nproc", "out"]
+
+
+def test_config_files_tell_the_keys_they_set_true(tmp_path):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "unet.yaml").write_text("epochs: 300\namp: true\ndeterministic: false\n")
+    (tmp_path / "ds.json").write_text('{\n  "fp16": true,\n  "bf16": false\n}\n')
+    found = read_launches(str(tmp_path))
+    assert found.configured == {"amp", "fp16"}
+
+
+def test_launch_files_are_read_from_the_project_tree(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "pretrain.sh").write_text("python train.py --amp\n")
+    (tmp_path / "Makefile").write_text("train:\n\tpython eval.py --fp16\n")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "run.sh").write_text("python train.py --compile\n")  # a default-excluded folder
+    (tmp_path / "big.md").write_text("python train.py --huge\n" + "x" * MAX_LAUNCH_BYTES)
+    found = read_launches(str(tmp_path))
+    assert found.options_for("train.py") == ["amp"]
+    assert found.options_for("eval.py") == ["fp16"]
