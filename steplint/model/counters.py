@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
+from steplint.model.guards import MODULO, WINDOW_BOUNDARY
 from steplint.model.schedules import never_moves, sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import assignment_targets, dotted, is_cadence, last_name, names_in, walk_expressions
@@ -393,7 +394,16 @@ class Counters:
             return "constant"
         if event.kind == SCHEDULER_STEP and (sized_by_its_loops_batches(self.model, event) is not None or sized_in_the_batches_it_steps_per(self.model, event)):
             return "batches"
+        if event.kind == SCHEDULER_STEP and self._stepped_at_a_cadence(event):
+            return "batches"
         return self.model.settings.schedule_basis
+
+    def _stepped_at_a_cadence(self, event: Event) -> bool:
+        """Stepped once every k passes (`if i > 0 and i % 100 == 0:`), a cadence that is not the
+        window boundary: each step stands for k attempts, a position in the data that one skipped
+        update does not move (and gating it on that one update would drop k passes of schedule)."""
+        guards = self.model.guards
+        return any(MODULO in guards.kinds(g) and WINDOW_BOUNDARY not in guards.kinds(g) and not g.negated for g in event.site.guards)
 
     def per_update_scheduler(self, event: Event) -> bool:
         """A scheduler call that advances one step per call and that the user, not a framework, drives."""

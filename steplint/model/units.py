@@ -538,7 +538,7 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
         if label is None:
             continue
         for guard in event.site.guards:
-            if label == "stop" and (guard.early_exit or _only_a_cadence(model, guard.test, event.site)):
+            if label == "stop" and (guard.early_exit or _only_a_cadence(model, guard.test, event.site) or _decided_by_a_call(guard.test)):
                 continue  # (an abort checked every N steps, `if step % n == 0: if isnan(loss): return`: no budget)
             unit, evidence = _test_unit(model, guard.test, label, totals, batch_totals)
             add(label, guard.test, scope, unit, evidence)
@@ -567,6 +567,19 @@ def _only_a_cadence(model, test: cst.BaseExpression, site: Site) -> bool:
 
 
 _ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+
+
+def _decided_by_a_call(test: cst.BaseExpression) -> bool:
+    """`early_stopper.step(score) and step > min_steps`: the run ends when the call says so; a counter
+    beside it only delays that (a floor), it cannot end the run by itself: no budget."""
+    conjuncts, found = [test], []
+    while conjuncts:
+        current = conjuncts.pop()
+        if isinstance(current, cst.BooleanOperation) and isinstance(current.operator, cst.And):
+            conjuncts += [current.left, current.right]
+        else:
+            found.append(current)
+    return len(found) > 1 and any(isinstance(c, cst.Call) for c in found)
 
 
 def _batch_keyed(model) -> Dict[str, List[Evidence]]:
