@@ -80,10 +80,11 @@ def check(model):
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
         if _reported_at_the_helper(model, save, missing):
             continue
-        # one dict saved twice (`last.pt` and `best.pt`) is one problem, reported at its first save
-        # (a helper that builds its own checkpoint: one problem per helper, however often it is called)
+        # one dict saved twice (`last.pt` and `best.pt`), or written out twice alike in one function, is
+        # one problem, reported at its first save (a helper that builds its own checkpoint: one problem per
+        # helper, however often it is called)
         if checkpoint.dict_node is not None:
-            identity = (id(checkpoint.dict_node), tuple(missing))
+            identity = (id(save.site.scope), tuple(sorted(checkpoint.entries)), tuple(missing))
         elif save.via is not None and checkpoint.name is None:
             identity = (f"{save.via.via} in {save.via.where}", tuple(missing))  # whichever function calls it
         else:

@@ -37,3 +37,8 @@ class Effect:
     contents: Dict[str, List[Optional[str]]] = field(default_factory=dict)  # SAVE: checkpoint key -> [place, role] of the stored value
     via: str = ""  # the function that does it, for messages: `save_checkpoint`
     where: str = ""  # file and line of that function: `utils.py:41`
+
+
+# In the options a launch of a script gives it (steplint.project.launches, read by steplint.model.options):
+# a launch line that passes variables on where options go, which may give it any option.
+ANY_OPTION = "*"

@@ -1,7 +1,8 @@
 """The project's launch facts: which options the command lines in its scripts, READMEs and configs
 give each script (steplint.project.launches)."""
 
-from steplint.project.launches import ANY_OPTION, MAX_LAUNCH_BYTES, Launches, add_launch_text, read_launches
+from steplint.effects import ANY_OPTION
+from steplint.project.launches import MAX_LAUNCH_BYTES, Launches, add_launch_text, read_launches
 
 
 def launches(*texts: str) -> Launches:

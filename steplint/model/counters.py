@@ -403,6 +403,8 @@ class Counters:
         window boundary: each step stands for k attempts, a position in the data that one skipped
         update does not move (and gating it on that one update would drop k passes of schedule)."""
         guards = self.model.guards
+        if event.role is not None and event.role.metric:
+            return False  # (a plateau schedule stepped at evaluation counts evaluations)
         return any(MODULO in guards.kinds(g) and WINDOW_BOUNDARY not in guards.kinds(g) and not g.negated for g in event.site.guards)
 
     def per_update_scheduler(self, event: Event) -> bool:

@@ -4,7 +4,7 @@
 line gives it. Loss scaling that exists only when such a flag is on (`GradScaler(enabled=args.amp)`,
 `GradScaler() if args.amp else None`, `if args.fp16: amp.initialize(...)`) skips no update in a run
 without the flag, and a checkpoint without its state loses nothing. Whether the flag is given is in
-the project's launch files (steplint.project.launches); a flag they never give is off as run.
+the project's launch files (steplint.project.launches, which the project context passes on); a flag they never give is off as run.
 
 Evidence, not names: the flag counts as off only when this module's own parser declares it, once,
 with a false default; the tested object is the one `parse_args()` returned here (or a parameter of
@@ -21,9 +21,9 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
+from steplint.effects import ANY_OPTION
 from steplint.model.structure import Structure
 from steplint.model.syntax import assignment_targets, keyword, literal, positional
-from steplint.project.launches import ANY_OPTION
 
 _PARSE_CALLS = ("parse_args", "parse_known_args")
 

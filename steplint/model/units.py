@@ -241,7 +241,30 @@ def _counter_unit(model, key: str) -> CounterUnit:
         name = key.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
         if _DATA_NAME.search(name):
             found.append(Evidence(BATCHES, increments[0].node, f"named `{name}`", name_only=True))
+    found.extend(_skips_ahead(model, key))
     return _decide(found)
+
+
+def _skips_ahead(model, key: str) -> List[Evidence]:
+    """`if step < start_step: continue` at the top of a pass: batches are passed over until the
+    counter reaches a stored start, as a resumed run does; the counter is where the data stands."""
+    owner, _, name = key.partition(":")
+    for scope in model.structure.scopes:
+        if scope.name != owner:
+            continue
+        for node, site in model.statements_of(scope):
+            if not (isinstance(node, cst.Continue) and site.guards):
+                continue
+            guard = site.guards[-1]
+            body = getattr(guard.statement, "body", None)
+            test = guard.test
+            alone = isinstance(body, cst.IndentedBlock) and len(body.body) == 1 or isinstance(body, cst.SimpleStatementSuite) and len(body.body) == 1
+            if (
+                alone and not guard.negated and isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, (cst.LessThan, cst.LessThanEqual)) and model.roles.key(test.left, scope) == key
+            ):
+                return [Evidence(BATCHES, node, f"passed over while `{model.text.of(test)}`: it is where the data of a resumed run starts")]
+    return []
 
 
 def _replays(model, key: str, increment: Event) -> Optional[Evidence]:
@@ -404,8 +427,8 @@ def _enumerate_indices(model) -> Dict[str, cst.Call]:
 
 def _index_unit(model, key: str) -> CounterUnit:
     """A batch index counts batches; the code shows that its consumers mean batches when the loop
-    resumes at a stored position (`enumerate(loader, start=resumed + 1)`) or the learning rate is
-    computed from the index itself."""
+    resumes at a stored position (`enumerate(loader, start=resumed + 1)`, or passes over the batches
+    before it: `if i < start: continue`) or the learning rate is computed from the index itself."""
     call = model.units.enumerate_indices[key]
     found = []
     start = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "start"), None)
@@ -417,6 +440,7 @@ def _index_unit(model, key: str) -> CounterUnit:
     position = _run_position(model, key, call)
     if position is not None:
         found.append(Evidence(BATCHES, position, f"made a position in the run's batches (`{model.text.of(position)}`)"))
+    found.extend(_skips_ahead(model, key))
     return CounterUnit(BATCHES, tuple(found))
 
 

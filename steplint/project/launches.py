@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Set, Tuple
 
+from steplint.effects import ANY_OPTION
 from steplint.files import SKIPPED_DIRS
 
 LAUNCH_SUFFIXES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".yaml", ".yml", ".json", ".cfg", ".ini", ".toml", ".ipynb", ".slurm",
@@ -25,7 +26,6 @@ LAUNCH_SUFFIXES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".yaml", ".yml
 LAUNCH_NAMES = ("Makefile", "makefile", "Dockerfile", "Justfile", "justfile", "Procfile")
 MAX_LAUNCH_FILES = 2000
 MAX_LAUNCH_BYTES = 1_000_000
-ANY_OPTION = "*"  # a launch line that passes variables on: it may give the script any option
 
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".cfg", ".ini", ".toml")
 _SET_TRUE = re.compile(r"""^[ \t]*["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*(?:true|True|TRUE|yes|Yes|on|1)\b""", re.M)
