@@ -22,7 +22,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -571,7 +571,39 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
     for loop, site in model.structure.while_loops:
         unit, evidence = _test_unit(model, loop.test, "stop", totals, batch_totals)
         add("stop", loop.test, site.scope, unit, evidence)
+    for call, site, argument in _lr_helper_arguments(model):
+        add("lr", call, site.scope, expr=argument)
     return index
+
+
+def _lr_helper_arguments(model) -> Iterator[tuple]:
+    """(call, site, argument) for `update_lr(args, global_step, opt)` where this module's `update_lr`
+    sets a param group's "lr" from that parameter (`lr = base * step / warmup`, then `g["lr"] = lr`):
+    the argument feeds the learning rate as the assignment would at the call."""
+    known = assignments(model)
+    fed: Dict[int, Set[str]] = {}  # id(function) -> its parameters the "lr" value reads
+    for event in model.of_kind(SCHEDULER_STEP):
+        if not isinstance(event.node, cst.Assign):
+            continue
+        scope, site = event.site.scope, event.site
+        read, names = set(_names(event.node.value)), [event.node.value]
+        for _ in range(2):  # (through the function's own assignments: `lr = base * step / warmup`)
+            names = [node.value for expr in names for sub in walk_expressions(expr) if isinstance(sub, cst.Name)
+                     for node in known.before(scope, sub.value, site.order) if isinstance(node, cst.Assign)]
+            read.update(n for expr in names for n in _names(expr))
+        fed.setdefault(id(scope), set()).update(p.name.value for p in scope.params if p.name.value in read)
+    if not fed:
+        return
+    for call, site in model.structure.calls:
+        callee = model.roles.callee(call.func, site.scope)
+        wanted = fed.get(id(callee)) if callee is not None else None
+        if not wanted:
+            continue
+        params = [p.name.value for p in callee.params][1 if callee.self_name and callee.parent is None else 0:]
+        for index, argument in enumerate(call.args):
+            name = argument.keyword.value if argument.keyword is not None else params[index] if index < len(params) and not argument.star else None
+            if name in wanted:
+                yield call, site, argument.value
 
 
 def _only_a_cadence(model, test: cst.BaseExpression, site: Site) -> bool:
