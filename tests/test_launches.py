@@ -77,3 +77,13 @@ def test_launch_files_are_read_from_the_project_tree(tmp_path):
     found = read_launches(str(tmp_path))
     assert found.options_for("train.py") == ["amp"]
     assert found.options_for("eval.py") == ["fp16"]
+
+
+def test_scripts_are_read_before_data_files_use_up_the_budget(tmp_path, monkeypatch):
+    import steplint.project.launches as launches_module
+
+    monkeypatch.setattr(launches_module, "MAX_LAUNCH_TOTAL_BYTES", 1000)
+    (tmp_path / "annotations.json").write_text(('{"images": "' + "x" * 1000)[:988] + '"}')  # 990 bytes of the 1000
+    (tmp_path / "zz_train.sh").write_text("python train.py --amp\n")
+    found = read_launches(str(tmp_path))
+    assert found.options_for("train.py") == ["amp"]

@@ -26,6 +26,8 @@ LAUNCH_SUFFIXES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".yaml", ".yml
 LAUNCH_NAMES = ("Makefile", "makefile", "Dockerfile", "Justfile", "justfile", "Procfile")
 MAX_LAUNCH_FILES = 2000
 MAX_LAUNCH_BYTES = 1_000_000
+MAX_LAUNCH_TOTAL_BYTES = 16_000_000  # read in all: a tree full of data files is not read whole
+_PRIORITY = {".md": 1, ".rst": 1, ".txt": 2, ".ipynb": 2, ".yaml": 3, ".yml": 3, ".json": 4, ".cfg": 3, ".ini": 3, ".toml": 3}
 
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".cfg", ".ini", ".toml")
 _SET_TRUE = re.compile(r"""^[ \t]*["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*(?:true|True|TRUE|yes|Yes|on|1)\b""", re.M)
@@ -69,10 +71,15 @@ def _same_file(written: str, relative: str) -> bool:
 def read_launches(root: str) -> Launches:
     """The launch facts of the project under `root` (its launch files, default-excluded folders skipped)."""
     found = Launches()
-    for path in _launch_files(root):
+    budget = MAX_LAUNCH_TOTAL_BYTES
+    # Scripts first, then docs, then configs: a tree of data files (`.json` annotations) uses up the
+    # budget, not the scripts' command lines.
+    for path in sorted(_launch_files(root), key=lambda p: _PRIORITY.get(os.path.splitext(p)[1], 0)):
         try:
-            if os.path.getsize(path) > MAX_LAUNCH_BYTES:
+            size = os.path.getsize(path)
+            if size > MAX_LAUNCH_BYTES or size > budget:
                 continue
+            budget -= size
             with open(path, encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
         except OSError:
