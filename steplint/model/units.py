@@ -248,10 +248,9 @@ def _counter_unit(model, key: str) -> CounterUnit:
 def _skips_ahead(model, key: str) -> List[Evidence]:
     """`if step < start_step: continue` at the top of a pass: batches are passed over until the
     counter reaches a stored start, as a resumed run does; the counter is where the data stands."""
-    owner, _, name = key.partition(":")
-    for scope in model.structure.scopes:
-        if scope.name != owner:
-            continue
+    owner = key.partition(":")[0]
+    scope = model.remember(("scopes by name",), lambda: {s.name: s for s in model.structure.scopes}).get(owner)
+    if scope is not None:
         for node, site in model.statements_of(scope):
             if not (isinstance(node, cst.Continue) and site.guards):
                 continue
