@@ -196,6 +196,8 @@ def _precision_unknown(update: Event) -> bool:
 
 def _plain_reason(update: Event) -> str:
     role = update.role
+    if role is not None and role.off_as_run:
+        return f"loss scaling is off as run (`{role.off_as_run}` turns it on, and no launch of this script gives it): every step commits"
     if update.strategy == "scaler" and role is not None and role.enabled is False:
         return "the scaler is disabled (enabled=False): every step commits"
     if role is not None and role.prepared:

@@ -541,3 +541,13 @@ def test_a_mode_switch_around_a_save_is_not_an_evaluation(tmp_path):
     (step,) = [c for c in loop["counters"] if c["name"] == "step"]
     feeds = sorted((x["kind"], x["line"]) for x in step["consumers"])
     assert feeds == [("checkpoint", 16), ("checkpoint", 20), ("eval", 20)]  # the saves themselves do not read `step`
+
+
+def test_loss_scaling_off_as_run_is_shown_with_its_option(tmp_path):
+    fixture = FIXTURES / "SL101" / "ok_amp_flag_no_launch_gives"
+    for path in (p for p in fixture.iterdir() if p.is_file()):
+        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "pyproject.toml").write_text("")  # (the project is this folder, with its README's launches)
+    assert "loss scaling is off as run (`--amp` turns it on" in trace("pretrain.py", cwd=tmp_path)
+    (tmp_path / "README.md").write_text("python pretrain.py --amp\n")
+    assert "may skip" in trace("pretrain.py", cwd=tmp_path)

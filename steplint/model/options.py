@@ -49,9 +49,20 @@ class CommandLine:
         default = self.declared.get(name, ...)
         return default is not ... and not default and name not in self.given and name not in self.written
 
-    def never_runs(self, site) -> bool:
-        """The site runs only under a flag off as run (`if args.fp16:`, `if exists(path) and args.resume_optimizer:`)."""
-        return any(not g.negated and not g.early_exit and any(self.off_as_run(t) for t in _conjuncts(g.test)) for g in site.guards)
+    def never_runs(self, site) -> Optional[str]:
+        """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
+        `if exists(path) and args.resume_optimizer:`); None when it may run."""
+        for guard in site.guards:
+            if not guard.negated and not guard.early_exit:
+                for test in _conjuncts(guard.test):
+                    if self.off_as_run(test):
+                        return option_of(test)
+        return None
+
+
+def option_of(test: cst.Attribute) -> str:
+    """`args.fp16` -> `--fp16`, as a launch would give it."""
+    return "--" + test.attr.value
 
 
 def read_command_line(structure: Structure, project) -> CommandLine:

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
-from steplint.model.options import read_command_line
+from steplint.model.options import option_of, read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, walk_expressions
@@ -87,6 +87,7 @@ class Role:
     engine_owned: bool = False  # returned by deepspeed.initialize(...): the engine steps it
     enabled: object = ...  # a scaler's literal `enabled=`; `...` when not literal
     enabled_by: Optional[str] = None  # a scaler's `enabled=` when it is a name or attribute (`use_amp`, `args.fp16`)
+    off_as_run: Optional[str] = None  # the option (`--amp`) that would turn its loss scaling on, which no launch gives
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given
@@ -109,13 +110,15 @@ def optimizer_named(name: str) -> bool:
     return bool(_OPTIMIZER_NAME.search(name.split(".")[-1]))
 
 
-def _without_loss_scaling(role: Optional[Role]) -> Optional[Role]:
-    """The object as a run without mixed precision has it: a scaler that scales nothing, an optimizer
-    that never skips."""
-    if role is not None and role.kind == SCALER:
-        return replace(role, enabled=False, enabled_by=None)
-    if role is not None and role.kind == OPTIMIZER and role.skips:
-        return replace(role, skips=None)
+def _without_loss_scaling(role: Optional[Role], option: Optional[str]) -> Optional[Role]:
+    """The object as a run without mixed precision has it (`option`, given by no launch, would turn
+    it on; None: it is on): a scaler that scales nothing, an optimizer that never skips."""
+    if option is None or role is None:
+        return role
+    if role.kind == SCALER:
+        return replace(role, enabled=False, enabled_by=None, off_as_run=option)
+    if role.kind == OPTIMIZER and role.skips:
+        return replace(role, skips=None, off_as_run=option)
     return role
 
 
@@ -256,7 +259,7 @@ class RoleTable:
         if qualified in SCALER_CLASSES:
             enabled = keyword(call, "enabled")
             if self.command_line.off_as_run(enabled):  # `GradScaler(enabled=args.amp)`, no run giving --amp
-                return Role(SCALER, CONSTRUCTOR, enabled=False)
+                return Role(SCALER, CONSTRUCTOR, enabled=False, off_as_run=option_of(enabled))
             return Role(SCALER, CONSTRUCTOR, enabled=literal(enabled), enabled_by=dotted(enabled) if enabled is not None else None)
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
@@ -324,13 +327,13 @@ class RoleTable:
                 return None
             flag = dotted(value.test)
             if len(roles) == 1 and _is_none(value.orelse) and self.command_line.off_as_run(value.test):
-                return _without_loss_scaling(roles[0])  # `GradScaler() if args.amp else None`, no run giving --amp
+                return _without_loss_scaling(roles[0], option_of(value.test))  # `GradScaler() if args.amp else None`, no run giving --amp
             if len(roles) == 1 and _is_none(value.orelse) and flag is not None:
                 return replace(roles[0], present_if=f"{scope.name}:{flag}")
             return roles[0]
         return None
 
-    def _assignment(self, node: cst.CSTNode, scope: Scope, off_as_run: bool = False) -> bool:
+    def _assignment(self, node: cst.CSTNode, scope: Scope, off_as_run: Optional[str] = None) -> bool:
         if isinstance(node, cst.Assign):
             targets = [t.target for t in node.targets]
             value = node.value
@@ -351,7 +354,7 @@ class RoleTable:
                     self.foreign.add(key)
                 if isinstance(value, cst.Call) and role is None and key and self._rewraps(value, element, scope):
                     self.wrapped.add(key)
-                changed |= self._set(key, _without_loss_scaling(role) if off_as_run else role)
+                changed |= self._set(key, _without_loss_scaling(role, off_as_run))
         return changed
 
     def _rewraps(self, call: cst.Call, target: cst.BaseExpression, scope: Scope) -> bool:
@@ -437,7 +440,7 @@ class RoleTable:
             if isinstance(call.func, cst.Attribute) and call.func.attr.value in methods
         }
 
-    def _use(self, call: cst.Call, scope: Scope, off_as_run: bool = False) -> bool:
+    def _use(self, call: cst.Call, scope: Scope, off_as_run: Optional[str] = None) -> bool:
         func = call.func
         changed = False
         args = positional(call)
