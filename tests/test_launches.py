@@ -87,3 +87,14 @@ def test_scripts_are_read_before_data_files_use_up_the_budget(tmp_path, monkeypa
     (tmp_path / "zz_train.sh").write_text("python train.py --amp\n")
     found = read_launches(str(tmp_path))
     assert found.options_for("train.py") == ["amp"]
+
+
+def test_a_sliced_argument_list_may_give_any_option():
+    text = 'python -m torch.distributed.launch --nproc_per_node=$GPUS $(dirname "$0")/train.py --config $CONFIG ${@:3}\n'
+    assert ANY_OPTION in launches(text).options_for("tools/train.py")
+
+
+def test_a_wrapper_that_names_no_script_may_give_any_script_any_option():
+    found = launches('torchrun --nproc_per_node=8 "$@"\n', "python eval.py --fp16\n")
+    assert ANY_OPTION in found.options_for("train.py")
+    assert found.options_for("eval.py") == ["fp16"]

@@ -20,7 +20,7 @@ import libcst as cst
 
 from steplint.model.events import OPTIMIZER_STEP, SCALE_READ, SKIPPABLE_STEP, Event
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import assignment_targets, dotted, last_name, literal, names_in, walk_expressions
+from steplint.model.syntax import assignment_targets, conjuncts, dotted, last_name, literal, names_in, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class Guards:
         if site is None:
             return None
         parts, tied = set(), False
-        for conjunct in _conjuncts(test):
+        for conjunct in conjuncts(test):
             text, flipped = _condition(self.model.module, conjunct)
             role = self.model.roles.of(conjunct.left, site.scope) if _is_not_none(conjunct) else None
             if role is not None and role.present_if is not None:
@@ -452,12 +452,6 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
             break
     text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
     return " ".join(text.split()), flipped
-
-
-def _conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _conjuncts(test.left) + _conjuncts(test.right)
-    return [test]
 
 
 def _is_not_none(test: cst.BaseExpression) -> bool:

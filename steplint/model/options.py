@@ -17,13 +17,13 @@ and the project's launch facts were read. Otherwise the flag may be on, as befor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, Optional, Set
 
 import libcst as cst
 
 from steplint.effects import ANY_OPTION
 from steplint.model.structure import Structure
-from steplint.model.syntax import assignment_targets, keyword, literal, positional
+from steplint.model.syntax import assignment_targets, conjuncts, keyword, literal, positional
 
 _PARSE_CALLS = ("parse_args", "parse_known_args")
 
@@ -36,6 +36,7 @@ class CommandLine:
     rewritten: bool = False  # the module writes the parsed options from data (a config it loads), or in code
     given: Optional[Set[str]] = None  # options a launch of the module may give (steplint.project.launches); None: unknown
     configured: Set[str] = field(default_factory=set)  # keys the project's config files set true
+    _option_tested: Dict[int, Optional[str]] = field(default_factory=dict)  # id(guard test) -> its option off as run (each test read once)
 
     def off_as_run(self, test: Optional[cst.BaseExpression]) -> bool:
         """`args.fp16` is false in every run the project shows (see the module docstring)."""
@@ -52,11 +53,14 @@ class CommandLine:
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
         `if exists(path) and args.resume_optimizer:`); None when it may run."""
+        if self.given is None or not self.declared:
+            return None  # (most modules: nothing to look up for each statement)
         for guard in site.guards:
             if not guard.negated and not guard.early_exit:
-                for test in _conjuncts(guard.test):
-                    if self.off_as_run(test):
-                        return option_of(test)
+                if id(guard.test) not in self._option_tested:
+                    self._option_tested[id(guard.test)] = next((option_of(t) for t in conjuncts(guard.test) if self.off_as_run(t)), None)
+                if self._option_tested[id(guard.test)] is not None:
+                    return self._option_tested[id(guard.test)]
         return None
 
 
@@ -117,10 +121,3 @@ def _namespace_dict(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call):
         return isinstance(expr.func, cst.Name) and expr.func.value == "vars"
     return isinstance(expr, cst.Attribute) and expr.attr.value == "__dict__"
-
-
-def _conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
-    """`a and b and c` -> [a, b, c] (in parentheses too); any other test -> [test]."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _conjuncts(test.left) + _conjuncts(test.right)
-    return [test]

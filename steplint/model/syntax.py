@@ -161,6 +161,13 @@ def _only_tokens(annotation) -> bool:
 _SCOPE_KINDS = frozenset([cst.FunctionDef, cst.ClassDef])  # (a type test: see dotted)
 
 
+def conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """`a and b and c` -> [a, b, c] (in parentheses too); any other test -> [test]."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return conjuncts(test.left) + conjuncts(test.right)
+    return [test]
+
+
 def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under `node` but tokens (_TOKENS), parents before children, without entering
     nested scopes' bodies."""

@@ -31,7 +31,7 @@ from steplint.model.precision import command_line_default
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
 from steplint.model.schedules import assignments, loop_iterable, unwrapped
 from steplint.model.structure import Site
-from steplint.model.syntax import assignment_targets, dotted, last_name, walk_expressions
+from steplint.model.syntax import assignment_targets, conjuncts, dotted, last_name, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
 
 BATCHES = "batches"  # one per item of the data loader (a micro-batch under accumulation)
@@ -248,22 +248,27 @@ def _counter_unit(model, key: str) -> CounterUnit:
 def _skips_ahead(model, key: str) -> List[Evidence]:
     """`if step < start_step: continue` at the top of a pass: batches are passed over until the
     counter reaches a stored start, as a resumed run does; the counter is where the data stands."""
-    owner = key.partition(":")[0]
-    scope = model.remember(("scopes by name",), lambda: {s.name: s for s in model.structure.scopes}).get(owner)
-    if scope is not None:
-        for node, site in model.statements_of(scope):
-            if not (isinstance(node, cst.Continue) and site.guards):
-                continue
-            guard = site.guards[-1]
-            body = getattr(guard.statement, "body", None)
-            test = guard.test
-            alone = isinstance(body, cst.IndentedBlock) and len(body.body) == 1 or isinstance(body, cst.SimpleStatementSuite) and len(body.body) == 1
-            if (
-                alone and not guard.negated and isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-                and isinstance(test.comparisons[0].operator, (cst.LessThan, cst.LessThanEqual)) and model.roles.key(test.left, scope) == key
-            ):
-                return [Evidence(BATCHES, node, f"passed over while `{model.text.of(test)}`: it is where the data of a resumed run starts")]
-    return []
+    found = model.remember(("skip-ahead",), lambda: _skip_ahead_tests(model))
+    return [found[key]] if key in found else []
+
+
+def _skip_ahead_tests(model) -> Dict[str, Evidence]:
+    """Key -> its skip-ahead evidence, for every `if key < start: continue` of the module (read once)."""
+    found: Dict[str, Evidence] = {}
+    for node, site in model.structure.statements:
+        if not (isinstance(node, cst.Continue) and site.guards):
+            continue
+        guard = site.guards[-1]
+        body, test = getattr(guard.statement, "body", None), guard.test
+        alone = isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) and len(body.body) == 1
+        if (
+            alone and not guard.negated and isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.LessThan, cst.LessThanEqual))
+        ):
+            key = model.roles.key(test.left, site.scope)
+            if key is not None and key not in found:
+                found[key] = Evidence(BATCHES, node, f"passed over while `{model.text.of(test)}`: it is where the data of a resumed run starts")
+    return found
 
 
 def _replays(model, key: str, increment: Event) -> Optional[Evidence]:
@@ -579,17 +584,12 @@ def _lr_helper_arguments(model) -> Iterator[tuple]:
     """(call, site, argument) for `update_lr(args, global_step, opt)` where this module's `update_lr`
     sets a param group's "lr" from that parameter (`lr = base * step / warmup`, then `g["lr"] = lr`):
     the argument feeds the learning rate as the assignment would at the call."""
-    known = assignments(model)
     fed: Dict[int, Set[str]] = {}  # id(function) -> its parameters the "lr" value reads
     for event in model.of_kind(SCHEDULER_STEP):
         if not isinstance(event.node, cst.Assign):
             continue
-        scope, site = event.site.scope, event.site
-        read, names = set(_names(event.node.value)), [event.node.value]
-        for _ in range(2):  # (through the function's own assignments: `lr = base * step / warmup`)
-            names = [node.value for expr in names for sub in walk_expressions(expr) if isinstance(sub, cst.Name)
-                     for node in known.before(scope, sub.value, site.order) if isinstance(node, cst.Assign)]
-            read.update(n for expr in names for n in _names(expr))
+        scope = event.site.scope
+        read = {n for expr in _spelled_out(model, event.node.value, event.site) for n in _names(expr)}
         fed.setdefault(id(scope), set()).update(p.name.value for p in scope.params if p.name.value in read)
     if not fed:
         return
@@ -608,17 +608,23 @@ def _lr_helper_arguments(model) -> Iterator[tuple]:
 def _only_a_cadence(model, test: cst.BaseExpression, site: Site) -> bool:
     """`step % every == 0`: true once every N values, compared with no total; also through the names
     the test reads (`print_step = step % every == 0`, then `if print_step and step != 0:`)."""
-    known, spelled, names = assignments(model), [test], [test]
-    for _ in range(2):  # (two levels: `print_step = print_step or early_print_step`)
-        names = [
-            node.value for expr in names for sub in walk_expressions(expr) if isinstance(sub, cst.Name)
-            for node in known.before(site.scope, sub.value, site.order) if isinstance(node, cst.Assign)
-        ]
-        spelled += names
-    subs = [sub for expr in spelled for sub in walk_expressions(expr)]
+    subs = [sub for expr in _spelled_out(model, test, site) for sub in walk_expressions(expr)]
     return any(isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo) for sub in subs) and not any(
         isinstance(sub, cst.Comparison) and any(isinstance(c.operator, _ORDERING) for c in sub.comparisons) for sub in subs
     )
+
+
+def _spelled_out(model, expr: cst.BaseExpression, site: Site) -> List[cst.BaseExpression]:
+    """`expr` and the values its names were assigned before `site` in its function, two levels deep
+    (`print_step = print_step or early_print_step`; `lr = base * step / warmup`, then `g["lr"] = lr`)."""
+    known, spelled, names = assignments(model), [expr], [expr]
+    for _ in range(2):
+        names = [
+            node.value for value in names for sub in walk_expressions(value) if isinstance(sub, cst.Name)
+            for node in known.before(site.scope, sub.value, site.order) if isinstance(node, cst.Assign)
+        ]
+        spelled += names
+    return spelled
 
 
 _ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
@@ -627,13 +633,7 @@ _ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEq
 def _decided_by_a_call(test: cst.BaseExpression) -> bool:
     """`early_stopper.step(score) and step > min_steps`: the run ends when the call says so; a counter
     beside it only delays that (a floor), it cannot end the run by itself: no budget."""
-    conjuncts, found = [test], []
-    while conjuncts:
-        current = conjuncts.pop()
-        if isinstance(current, cst.BooleanOperation) and isinstance(current.operator, cst.And):
-            conjuncts += [current.left, current.right]
-        else:
-            found.append(current)
+    found = conjuncts(test)
     return len(found) > 1 and any(isinstance(c, cst.Call) for c in found)
 
 

@@ -23,7 +23,7 @@ from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_S
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import dotted, is_cadence, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, walk_expressions
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
@@ -299,17 +299,9 @@ def _sync_tests(model: "ModuleModel") -> Iterator[Tuple[cst.BaseExpression, cst.
             if id(guard.test) in seen or guard.negated:
                 continue
             seen.add(id(guard.test))
-            for operand in _conjuncts(guard.test):
+            for operand in conjuncts(guard.test):
                 if isinstance(operand, cst.Attribute) and operand.attr.value == "sync_gradients" and model.roles.is_(operand.value, site.scope, ACCELERATOR):
                     yield guard.test, operand.value, site.scope
-
-
-def _conjuncts(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        yield from _conjuncts(test.left)
-        yield from _conjuncts(test.right)
-    else:
-        yield test
 
 
 # -- cadences: what a cadence test reads, and counts derived from a batch index -------------------

@@ -197,7 +197,7 @@ def index_modules(
 
 
 def _launched(relative: str, launches: Launches) -> ModuleContext:
-    return ModuleContext(relative, launch_options=launches.options_for(relative), configured_options=sorted(launches.configured))
+    return ModuleContext(relative, **launches.context_of(relative))
 
 
 def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], pool: Optional[Pool]) -> Dict[str, ModuleSummary]:

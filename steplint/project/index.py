@@ -237,7 +237,7 @@ class ProjectIndex:
         resumed = any(self.modules[caller].resumes for caller in self._caller_modules.get(path, ()))
         return ModuleContext(
             path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed,
-            self.launches.options_for(path) if self.launches is not None else None, sorted(self.launches.configured) if self.launches is not None else [],
+            **(self.launches.context_of(path) if self.launches is not None else {}),
         )
 
     @cached_property

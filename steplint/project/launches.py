@@ -37,7 +37,7 @@ _MODULE = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
 _OPTION = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
 _ASSIGNED = re.compile(r"\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"$`]*\"|'[^']*'|[^\s$`;|&]*)\s*(?:#.*)?$")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
-_PASSED_ON = re.compile(r"\$(?:@|\*|\{?[A-Za-z_])")  # a variable (at the start of a token)
+_PASSED_ON = re.compile(r"\$\{?[@*A-Za-z_]")  # a variable (at the start of a token): `$@`, `${@:3}`, `$ARGS`
 
 
 @dataclass
@@ -59,6 +59,10 @@ class Launches:
                 named = True
                 given |= options
         return sorted(given if named else self.mentioned)
+
+    def context_of(self, relative: str) -> Dict[str, object]:
+        """The launch fields of the module's ModuleContext."""
+        return {"launch_options": self.options_for(relative), "configured_options": sorted(self.configured)}
 
 
 def _same_file(written: str, relative: str) -> bool:
@@ -100,11 +104,12 @@ def add_launch_text(found: Launches, text: str) -> None:
         if "--" not in line and ".py" not in line and "-m" not in line:
             continue
         options = {m.group(1).replace("-", "_") for m in _OPTION.finditer(line)}
-        found.mentioned |= options
-        if _passes_variables_on(line):
-            options = options | {ANY_OPTION}
         scripts = [m.group(1) + ".py" for m in _SCRIPT.finditer(line)]
         scripts += [m.group(1).replace(".", "/") + ".py" for m in _MODULE.finditer(line)]
+        if _passes_variables_on(line):
+            options = options | {ANY_OPTION}
+        # (a wrapper that names no script, `torchrun $SCRIPT "$@"`, may run any script with any option)
+        found.mentioned |= options if not scripts else options - {ANY_OPTION}
         for written in scripts:
             found.by_script.setdefault(posixpath.basename(written), []).append((written, options))
 
