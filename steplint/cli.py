@@ -311,6 +311,12 @@ def run() -> None:
             code = 1
     except interrupt.Interrupted:  # in any phase; the command's own cleanup has run
         code = interrupt.EXIT_STATUS
+    except Exception:
+        if not interrupt.received():
+            raise
+        # Ctrl-C met in another form while it unwound (LibCST's position bookkeeping raises KeyError
+        # when interrupted inside it), in a phase that no per-file handler covers (the project index)
+        code = interrupt.EXIT_STATUS
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
