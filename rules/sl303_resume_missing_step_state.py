@@ -77,14 +77,18 @@ def check(model):
         state = model.state.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
-        identity = (id(load.site.scope), id(_statement_of_the_function(load.site)), tuple(missing))
-        if not missing or identity in reported:
+        # the loss scaler of a function the resume then calls, which builds it afresh (`do_train()`)
+        restarted = [call.via for call in model.state.restarted_by_callees(load)]
+        identity = (id(load.site.scope), id(_statement_of_the_function(load.site)), tuple(missing), tuple(map(id, restarted)))
+        if not (missing or restarted) or identity in reported:
             continue  # (two optimizers restored in one place are one resume; two resume blocks of a function are two)
         reported.add(identity)
-        listed = ", ".join(model.state.describe_held(key) for _, key in missing)
+        listed = ", ".join([model.state.describe_held(key) for _, key in missing] + [
+            f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) then builds afresh" for fresh in restarted])
         through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
-        message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if len(missing) > 1 else 'it'} over"
-        yield Finding(load.node, message, _restore(model, load, missing, saved) if load.via is None else None)
+        them = len(missing) + len(restarted) > 1
+        message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if them else 'it'} over"
+        yield Finding(load.node, message, _restore(model, load, missing, saved) if load.via is None and not restarted else None)
 
 
 def _statement_of_the_function(site):

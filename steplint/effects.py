@@ -23,6 +23,7 @@ REDUCE = "reduce"  # all-reduces / gathers the place
 INCREMENT = "increment"  # counter += 1
 RETURNS_COMMIT = "returns-commit"  # returns whether its update committed (committed_step's result)
 RETURNS_REDUCED = "returns-reduced"  # returns the value it all-reduced
+FRESH_SCALER = "fresh-scaler"  # builds a loss scaler for its own steps and never restores it (other: its name there)
 
 
 @dataclass

@@ -71,6 +71,8 @@ def call_events(model, context) -> List[Event]:
                 add(_ONCE[effect.action], effect, subject=subject, role=role, optimizer=optimizer)
             if effect.action in _STATE and subject is not None and role is not None and role.kind in (SCALER, SCHEDULER):
                 found.append(Event(HELPER_STATE, call, site, subject=subject, role=role, via=effect))
+            if effect.action == s.FRESH_SCALER:  # (no place of the caller's: its state stays in the callee)
+                found.append(Event(HELPER_STATE, call, site, role=Role(SCALER, USE), via=effect))
             if effect.action == s.SAVE:
                 add(CHECKPOINT_SAVE, effect, subject=call.func)
             if effect.action == s.LOAD and subject is not None and role is not None and role.kind in (OPTIMIZER, SCHEDULER, SCALER):

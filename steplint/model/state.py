@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
-from steplint.effects import LOAD
+from steplint.effects import FRESH_SCALER, LOAD
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
-from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
+from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
 from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, walk_expressions
 from steplint.model.values import argument_for
@@ -270,6 +270,38 @@ class State:
             if any(a.keyword is not None and a.keyword.value in ("resume_from_checkpoint", "ckpt_path") for a in call.args):
                 return True
         return False
+
+    @cached_property
+    def fresh_scalers(self) -> List[tuple]:
+        """(function scope, key) of each loss scaler a function builds for its own steps, keeps to itself
+        and never restores: a local shown to be a scaler by its class or its use, scaling as run, whose name
+        is only ever the receiver of its own methods or handed to functions of the project (whose loads
+        would show). A run that resumes and then calls the function starts its loss scale over."""
+        found = []
+        # (shown a loss scaler by its class, or by the protocol only one follows: `scaler.scale(loss).backward()`)
+        scaling = {self.model.roles.key(e.subject, e.site.scope) for e in self.model.of_kind(SCALED_BACKWARD) if e.via is None}
+        for kind, key in ((k, key) for entries in _step_state_by_owner(self.model).values() for _, k, key in entries):
+            role = self.model.roles.roles.get(key)
+            if kind != "scaler" or role is None or role.evidence < CONSTRUCTOR and key not in scaling or role.enabled is False or role.off_as_run or self.loaded(key):
+                continue
+            owner, _, name = key.partition(":")
+            scope = next((s for s in self.model.structure.scopes if s.name == owner and s.parent is None), None)
+            if scope is None or "." in name or name not in scope.local_names or name in {p.name.value for p in scope.params}:
+                continue
+            if _kept_to_itself(self.model, scope, name):
+                found.append((scope, key))
+        return found
+
+    def restarted_by_callees(self, load: Event) -> List[Event]:
+        """The calls after a restore, in its function, of project functions that build a loss scaler
+        afresh (fresh_scalers in the callee's module): one per such scaler."""
+        found, seen = [], set()
+        for event in self.model.events_in(load.site.scope, HELPER_STATE):
+            effect = event.via
+            if getattr(effect, "action", None) == FRESH_SCALER and event.order > load.order and (effect.via, effect.other) not in seen:
+                seen.add((effect.via, effect.other))
+                found.append(event)
+        return found
 
     @property
     def resumable(self) -> bool:
@@ -549,3 +581,40 @@ def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
         if not (last_name(call.func) == "step" and isinstance(call.func, cst.Attribute) and not call.args or dotted(call.func) == "next" and len(call.args) == 1):
             return False
     return True
+
+
+def _kept_to_itself(model: "ModuleModel", scope: "Scope", name: str) -> bool:
+    """Every read of a function's local `name` (nested functions included) calls one of its methods, or
+    hands it to a function the project resolves: nothing unseen can restore it or store it."""
+    project = model.roles.project
+
+    def uses(node: cst.CSTNode, parent: Optional[cst.CSTNode], site) -> bool:
+        if isinstance(node, cst.Name) and node.value == name:
+            if parent is None or isinstance(parent, (cst.Comparison, cst.UnaryOperation)) or isinstance(parent, cst.Attribute) and parent.value is node:
+                return True  # (a test of it, `if scaler is not None`, or one of its methods)
+            return isinstance(parent, cst.Arg) and project is not None and site is not None and _resolved_call_of(model, parent, site) is not None
+        return all(uses(child, node, site) for child in node.children)
+
+    for node, site in model.structure.statements:
+        if site.scope is scope or _inside(site.scope, scope):
+            targets = assignment_targets(node) if isinstance(node, (cst.Assign, cst.AnnAssign)) else []
+            parts = [node.value] if targets and getattr(node, "value", None) is not None and all(isinstance(t, cst.Name) for t in targets) else [node]
+            if not all(uses(part, None, site) for part in parts):
+                return False
+    return True
+
+
+def _inside(scope: "Scope", outer: "Scope") -> bool:
+    while scope.parent is not None:
+        scope = scope.parent
+        if scope is outer:
+            return True
+    return False
+
+
+def _resolved_call_of(model: "ModuleModel", argument: cst.Arg, site) -> Optional[object]:
+    """The project function a call with this argument runs, when the project resolves it."""
+    for call, call_site in model.structure.calls:
+        if call_site.scope is site.scope and any(a is argument for a in call.args):
+            return model.roles.project.callee(call, call_site.scope)
+    return None

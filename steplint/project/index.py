@@ -356,6 +356,8 @@ _PLACELESS = (s.CLIP, s.SAVE)
 def _through_call(effect: s.Effect, call: s.CallRecord, target: s.FunctionSummary, self_prefix: Optional[str]) -> Optional[s.Effect]:
     if effect.action in _OWN_RETURN:
         return None
+    if effect.action == s.FRESH_SCALER:  # a scaler of the callee's own, named as it names it
+        return replace(effect, looped=effect.looped or call.looped, rank_guarded=effect.rank_guarded or call.rank_guarded)
     where = argument_place(effect.place, call, target, self_prefix)
     if not where and effect.action not in _PLACELESS:
         return None

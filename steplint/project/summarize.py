@@ -94,6 +94,10 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
         if effect is not None:
             effect.via, effect.where = function.name, f"{relative_path}:{function.line}"
             function.effects.append(effect)
+    for scope, key in model.state.fresh_scalers:
+        function = functions.get(id(scope))
+        if function is not None:
+            function.effects.append(s.Effect(s.FRESH_SCALER, other=key.split(":", 1)[1], via=function.name, where=f"{relative_path}:{function.line}"))
     defined = {st.name.value for st in model.module.body if isinstance(st, (cst.FunctionDef, cst.ClassDef))}
     for statement in model.module.body:
         if isinstance(statement, cst.ClassDef):
