@@ -25,30 +25,75 @@ from steplint.effects import ANY_OPTION
 from steplint.model.structure import Structure
 from steplint.model.syntax import assignment_targets, conjuncts, keyword, literal, positional
 
-_PARSE_CALLS = ("parse_args", "parse_known_args")
+_PARSE_CALLS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
 
 
 @dataclass
 class CommandLine:
     declared: Dict[str, object] = field(default_factory=dict)  # dest -> its default as declared (`...`: not a literal, or declared twice)
+    aliases: Dict[str, Set[str]] = field(default_factory=dict)  # dest -> the names its long flags give it, as launches write them
     parsed_names: Set[str] = field(default_factory=set)  # names bound to what parse_args() returns
     written: Set[str] = field(default_factory=set)  # attribute names the module assigns (`args.fp16 = True`)
     rewritten: bool = False  # the module writes the parsed options from data (a config it loads), or in code
     given: Optional[Set[str]] = None  # options a launch of the module may give (steplint.project.launches); None: unknown
     configured: Set[str] = field(default_factory=set)  # keys the project's config files set true
+    bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     _option_tested: Dict[int, Optional[str]] = field(default_factory=dict)  # id(guard test) -> its option off as run (each test read once)
 
-    def off_as_run(self, test: Optional[cst.BaseExpression]) -> bool:
-        """`args.fp16` is false in every run the project shows (see the module docstring)."""
-        if self.given is None or ANY_OPTION in self.given or not isinstance(test, cst.Attribute):
-            return False
-        if self.rewritten and test.attr.value in self.configured:
-            return False  # copied in from a config that sets it
-        if not (isinstance(test.value, cst.Name) and test.value.value in self.parsed_names):
-            return False
+    def off_as_run(self, test: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
+        """The option (`--fp16`) that makes `test` false in every run the project shows, or None when it
+        may be true: `args.fp16`, `args.precision is not None`, `not args.fp32`, `isinstance(args.every,
+        int)`, or a local set once from such a test (`use_amp = args.precision == "fp16"`) read in `scope`."""
+        if self.given is None or ANY_OPTION in self.given or test is None:
+            return None
+        value, option = self._as_run(test, scope, 0)
+        return option if option is not None and value is not ... and not value else None
+
+    def _as_run(self, expr: cst.BaseExpression, scope, depth: int) -> tuple:
+        """(its value in every run the project shows, the option that decides it), or (..., None)."""
+        unknown = (..., None)
+        if isinstance(expr, cst.Attribute):
+            return self._option_default(expr)
+        if isinstance(expr, cst.Name) and scope is not None and depth < 3:
+            owner = scope.owner_of(expr.value)
+            values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
+            return self._as_run(values[0], owner, depth + 1) if len(values) == 1 and values[0] is not None else unknown
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            value, option = self._as_run(expr.expression, scope, depth)
+            return (not value, option) if value is not ... else unknown
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("bool", "isinstance") and expr.args:
+            value, option = self._as_run(expr.args[0].value, scope, depth)
+            if value is ...:
+                return unknown
+            if expr.func.value == "bool":
+                return bool(value), option
+            kinds = {"int": int, "float": float, "str": str, "bool": bool}
+            kind = kinds.get(expr.args[1].value.value) if len(expr.args) == 2 and isinstance(expr.args[1].value, cst.Name) else None
+            return (isinstance(value, kind), option) if kind is not None else unknown
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            value, option = self._as_run(expr.left, scope, depth)
+            target = expr.comparisons[0]
+            other = literal(target.comparator)
+            if value is ... or other is ...:
+                return unknown
+            compare = {cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b, cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b}
+            test = compare.get(type(target.operator))
+            if test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
+                return unknown
+            return test(value, other), option
+        return unknown
+
+    def _option_default(self, test: cst.Attribute) -> tuple:
+        """`args.fp16`: its declared default, when no run the project shows gives it another value."""
         name = test.attr.value
+        if self.rewritten and name in self.configured:
+            return ..., None  # copied in from a config that sets it
+        if not (isinstance(test.value, cst.Name) and test.value.value in self.parsed_names):
+            return ..., None
         default = self.declared.get(name, ...)
-        return default is not ... and not default and name not in self.given and name not in self.written
+        if default is ... or name in self.written or any(alias in self.given for alias in self.aliases.get(name, {name})):
+            return ..., None
+        return default, option_of(test)
 
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
@@ -58,7 +103,7 @@ class CommandLine:
         for guard in site.guards:
             if not guard.negated and not guard.early_exit:
                 if id(guard.test) not in self._option_tested:
-                    self._option_tested[id(guard.test)] = next((option_of(t) for t in conjuncts(guard.test) if self.off_as_run(t)), None)
+                    self._option_tested[id(guard.test)] = next((o for t in conjuncts(guard.test) if (o := self.off_as_run(t, site.scope))), None)
                 if self._option_tested[id(guard.test)] is not None:
                     return self._option_tested[id(guard.test)]
         return None
@@ -82,7 +127,7 @@ def read_command_line(structure: Structure, project) -> CommandLine:
             named = literal(positional(call)[1]) if method == "setattr" and len(positional(call)) > 1 else None
             if isinstance(named, str):
                 found.written.add(named)  # `setattr(args, "fp16", True)`
-    for node, _ in structure.statements:
+    for node, site in structure.statements:
         if isinstance(node, cst.Assign):
             value = node.value
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS:
@@ -97,6 +142,9 @@ def read_command_line(structure: Structure, project) -> CommandLine:
         for target in assignment_targets(node):
             if isinstance(target, cst.Attribute):
                 found.written.add(target.attr.value)
+            elif isinstance(target, cst.Name):
+                plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
+                found.bindings.setdefault((id(site.scope), target.value), []).append(node.value if plain else None)
     return found
 
 
@@ -111,8 +159,8 @@ def _declare(found: CommandLine, call: cst.Call) -> None:
     action = literal(keyword(call, "action"))
     given = keyword(call, "default")
     default = literal(given) if given is not None else (False if action == "store_true" else True if action == "store_false" else None)
-    if any(f.lstrip("-").replace("-", "_") != dest for f in flags if f.startswith("--")):
-        default = ...  # an alias (`--amp`, `--fp16` for one dest): a launch may give it under the other name
+    # (a launch may give it under any of its long names: `--mixed_precision`, `--mp`)
+    found.aliases[dest] = {dest} | {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
     found.declared[dest] = ... if dest in found.declared else default
 
 

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
-from steplint.model.options import option_of, read_command_line
+from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, walk_expressions
@@ -258,8 +258,9 @@ class RoleTable:
         tail = qualified.rsplit(".", 1)[-1]
         if qualified in SCALER_CLASSES:
             enabled = keyword(call, "enabled")
-            if self.command_line.off_as_run(enabled):  # `GradScaler(enabled=args.amp)`, no run giving --amp
-                return Role(SCALER, CONSTRUCTOR, enabled=False, off_as_run=option_of(enabled))
+            off = self.command_line.off_as_run(enabled, scope)
+            if off:  # `GradScaler(enabled=args.amp)`, no run giving --amp
+                return Role(SCALER, CONSTRUCTOR, enabled=False, off_as_run=off)
             return Role(SCALER, CONSTRUCTOR, enabled=literal(enabled), enabled_by=dotted(enabled) if enabled is not None else None)
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
@@ -326,8 +327,9 @@ class RoleTable:
             if not (len(kinds) == 1 and all(r is not None for r in roles)):
                 return None
             flag = dotted(value.test)
-            if len(roles) == 1 and _is_none(value.orelse) and self.command_line.off_as_run(value.test):
-                return _without_loss_scaling(roles[0], option_of(value.test))  # `GradScaler() if args.amp else None`, no run giving --amp
+            off = self.command_line.off_as_run(value.test, scope) if len(roles) == 1 and _is_none(value.orelse) else None
+            if off:
+                return _without_loss_scaling(roles[0], off)  # `GradScaler() if args.amp else None`, no run giving --amp
             if len(roles) == 1 and _is_none(value.orelse) and flag is not None:
                 return replace(roles[0], present_if=f"{scope.name}:{flag}")
             return roles[0]

@@ -363,6 +363,9 @@ class Windows:
             g is boundary or g.test is boundary.test and g.negated == boundary.negated
             or self.model.guards.condition(g.test) == (text, flipped) and g.negated == boundary.negated and self.model.guards.unchanged(boundary, g, update.scope)
             or id(boundary.test) in self._shared_windows and id(g.test) in self._shared_windows and not g.negated
+            # (`if evaluate_during_epochs and is_update_step:` holds only where the window's own test holds)
+            or not g.negated and not boundary.negated and isinstance(g.test, cst.BooleanOperation)
+            and any(self.model.guards.condition(c) == (text, flipped) for c in conjuncts(g.test)) and self.model.guards.unchanged(boundary, g, update.scope)
             for g in other.guards
         )
 
