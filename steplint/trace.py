@@ -285,6 +285,12 @@ def _batch_index(model: ModuleModel, loop, scope) -> Optional[tuple]:
 def _counter(model: ModuleModel, key: str, unit: CounterUnit, rows: List[int], increment: Optional[Event]) -> dict:
     consumers = model.units.consumers_of(increment) if increment is not None else model.units.consumers.get(key, [])
     conflicting = {id(c) for c in model.units.conflicting_consumers(increment, unit)} if increment is not None else set()
+    shown: Dict[tuple, dict] = {}  # (one line per consumer: a test guarding two evaluations is one eval it feeds)
+    for c in consumers:
+        if not _mode_switch_before_save(model, c, consumers):
+            line = {"kind": c.label, "line": _row(model, c.node), "code": _code(model, c.node), "expects": c.unit, "conflict": False}
+            line = shown.setdefault((line["kind"], line["line"], line["code"], line["expects"]), line)
+            line["conflict"] = line["conflict"] or id(c) in conflicting
     return {
         "name": _name(key),
         "incremented": rows,
@@ -292,11 +298,7 @@ def _counter(model: ModuleModel, key: str, unit: CounterUnit, rows: List[int], i
         "declared": unit.declared,
         "evidence": [_evidence(model, e) for e in unit.evidence],
         "runtime": RUNTIME_COUNTERS.get(unit.unit),
-        "consumers": [
-            {"kind": c.label, "line": _row(model, c.node), "code": _code(model, c.node), "expects": c.unit, "conflict": id(c) in conflicting}
-            for c in consumers
-            if not _mode_switch_before_save(model, c, consumers)
-        ],
+        "consumers": list(shown.values()),
     }
 
 

@@ -551,3 +551,29 @@ def test_loss_scaling_off_as_run_is_shown_with_its_option(tmp_path):
     assert "loss scaling is off as run (`--amp` turns it on" in trace("pretrain.py", cwd=tmp_path)
     (tmp_path / "README.md").write_text("python pretrain.py --amp\n")
     assert "may skip" in trace("pretrain.py", cwd=tmp_path)
+
+
+TWO_EVALUATIONS_UNDER_ONE_TEST = """\
+import torch
+
+
+def train(model, loader, optimizer, evaluate, checkpoint_every):
+    scaler = torch.amp.GradScaler("cuda")
+    step = 0
+    for batch in loader:
+        scaler.scale(model(batch).mean()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        step += 1
+        if step % checkpoint_every == 0:
+            evaluate(model, "val")
+            evaluate(model, "test")
+"""
+
+
+def test_a_test_guarding_two_evaluations_feeds_one_evaluation(tmp_path):
+    (tmp_path / "train.py").write_text(TWO_EVALUATIONS_UNDER_ONE_TEST)
+    (loop,) = trace_json("train.py", cwd=tmp_path)
+    (counter,) = [c for c in loop["counters"] if c["name"] == "step"]
+    assert [(c["kind"], c["line"]) for c in counter["consumers"]] == [("eval", 13)]
