@@ -34,12 +34,24 @@ sets back to 0 at each pass over the data (the index of a batch in its epoch) ne
 A warm start is no resume: an optimizer state loaded from another run, after which the code puts
 back the learning rates it read before the load, starts a new run with a fresh scaler.
 
+Two resumes are reported though the missing state is not in the restoring function:
+- The restore is followed by a call of a function of the project that builds its own loss scaler and
+  never restores it (`do_train(...)` with `scaler = GradScaler()` inside, only ever used for its own
+  methods): the message names that function and where it is.
+- A resume that puts the run back at a stored position but restores no optimizer: a name read back
+  from a checkpoint (`update_step = state["update_step"]`, or `_, _, _, epoch = load_checkpoint(path,
+  model, None)` through a helper that loads what it is handed) starts a loop of the function or is a
+  counter it advances, and is not set again after the read (`epoch = 1` after loading pretrained
+  weights is a fine-tune). The optimizers, schedulers and scalers the run steps from there start over.
+  Evaluation code that reads an epoch for its report trains nothing and is silent.
+
 ## Fix safety
 Safe, where the module saves the missing state under a key: the fix reads it back right after the
 optimizer's state, from the same checkpoint, and only when the checkpoint holds it
 (`if checkpoint.get("scheduler") is not None:`), so checkpoints written before the entry existed
 still resume; an object that is `None` in some runs (a scaler built only with AMP) is restored only
-where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first).
+where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first). Neither of the two
+resumes above has a fix: what to restore lives in another function, or in no checkpoint at all.
 Binding: the restored object exists where the restore runs (not built later in the function, nor
 only in another method), and nothing builds it again after the restore (later in the function, in a
 loop around it, or in another method than `__init__`); otherwise no fix, and the message says which.
@@ -55,7 +67,7 @@ import libcst as cst
 
 from steplint.fixes import SAFE, Fix
 from steplint.model import STATE_LOAD
-from steplint.model.roles import OPTIMIZER
+from steplint.model.roles import CONSTRUCTOR, OPTIMIZER
 from steplint.rewrite import insert_after
 from steplint.rule import Finding, rule
 
@@ -89,6 +101,26 @@ def check(model):
         them = len(missing) + len(restarted) > 1
         message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if them else 'it'} over"
         yield Finding(load.node, message, _restore(model, load, missing, saved) if load.via is None and not restarted else None)
+    yield from _position_without_the_optimizer(model)
+
+
+def _position_without_the_optimizer(model):
+    """A resume that puts the run back at a stored position but restores no optimizer (weights and an
+    epoch read back): what the run steps from there, schedulers, scalers and optimizers, starts over."""
+    for resume in model.state.position_resumes:
+        scope = resume.site.scope
+        state = model.state.step_state(scope)
+        missing = [key for kind in ("scheduler", "scaler") for key in state[kind] if not model.state.loaded(key)]
+        restarted = [call.via for call in model.state.restarted_by_callees(resume)]
+        if not (missing or restarted):
+            continue
+        named = [f"`{key.split(':', 1)[1]}`" for key, role in model.roles.roles.items()
+                 if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name]
+        listed = named + [model.state.describe_held(key) for key in missing] + [
+            f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) builds afresh" for fresh in restarted]
+        position = resume.position.split(":", 1)[1]
+        message = f"Resume puts the run back at its stored position (`{position}`) but does not restore {', '.join(listed)}: the resumed run starts them over"
+        yield Finding(resume.node, message)
 
 
 def _statement_of_the_function(site):

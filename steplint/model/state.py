@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.events import CHECKPOINT_SAVE, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.effects import FRESH_SCALER, LOAD
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
@@ -28,7 +28,18 @@ from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
-    from steplint.model.structure import Scope
+    from steplint.model.structure import Scope, Site
+
+
+@dataclass
+class PositionResume:
+    node: cst.CSTNode  # the statement that reads the position back
+    site: "Site"
+    position: str  # the key of the name it sets (`main:epoch_str`)
+
+    @property
+    def order(self) -> int:
+        return self.site.order
 
 
 @dataclass
@@ -301,6 +312,23 @@ class State:
             if getattr(effect, "action", None) == FRESH_SCALER and event.order > load.order and (effect.via, effect.other) not in seen:
                 seen.add((effect.via, effect.other))
                 found.append(event)
+        return found
+
+    @cached_property
+    def position_resumes(self) -> List["PositionResume"]:
+        """Resumes that put the run back at a stored position without restoring any optimizer: a name read
+        from a checkpoint (`ckpt = torch.load(...)`, then `start = ckpt["epoch"]`; or unpacked from a call of
+        the project that loads state into what it is handed, `_, _, _, epoch = load_checkpoint(path, net,
+        None)`), not set again after it in its block or an enclosing one, that starts a loop of the
+        function (`range(epoch, ...)`) or is a counter the function advances. One per resume statement."""
+        found: List[PositionResume] = []
+        restoring = {id(e.site.scope) for e in self.model.of_kind(STATE_LOAD) if e.role is not None and e.role.kind == OPTIMIZER}
+        for node, site, position in _position_reads(self.model):
+            if id(site.scope) in restoring or any(r.site.scope is site.scope and r.site.trail[0] == site.trail[0] for r in found):
+                continue
+            if _set_again_after(self.model, site, position) or not _positions_the_run(self.model, site.scope, position):
+                continue
+            found.append(PositionResume(node, site, position))
         return found
 
     @property
@@ -618,3 +646,55 @@ def _resolved_call_of(model: "ModuleModel", argument: cst.Arg, site) -> Optional
         if call_site.scope is site.scope and any(a is argument for a in call.args):
             return model.roles.project.callee(call, call_site.scope)
     return None
+
+
+_FILE_LOADS = ("torch.load", "json.load")
+
+
+def _position_reads(model: "ModuleModel"):
+    """(statement, site, key) for each name a function reads back from a checkpoint: an entry of what
+    `torch.load`/`json.load` returned (`step = state["step"]`), or a name unpacked from a call of the
+    project that loads state into what it is handed (its summary says so)."""
+    context = model.roles.project
+    loaded: Set[str] = set()  # keys holding what a file load returned
+    for node, site in model.structure.statements:
+        if type(node) is not cst.Assign or site.scope.name == "<module>":
+            continue
+        value = node.value
+        if isinstance(value, cst.Call) and model.roles.qualified(value.func, site.scope) in _FILE_LOADS:
+            loaded.update(k for k in (model.roles.key(t, site.scope) for t in assignment_targets(node)) if k)
+            continue
+        from_file = reads_an_entry(value) and any(
+            type(sub) in (cst.Subscript, cst.Attribute) and model.roles.key(sub.value, site.scope) in loaded for sub in walk_expressions(value))
+        restoring_call = context is not None and isinstance(value, cst.Call) and any(
+            e.action == LOAD for e in (getattr(context.callee(value, site.scope), "effects", None) or ()))
+        if from_file or restoring_call:
+            for target in assignment_targets(node):
+                key = model.roles.key(target, site.scope) if isinstance(target, cst.Name) and target.value != "_" else None
+                if key:
+                    yield node, site, key
+
+
+def _set_again_after(model: "ModuleModel", site, key: str) -> bool:
+    """The name is assigned again after the read, in its block or an enclosing one (`epoch = 1` right
+    after loading pretrained weights): the read does not position the run."""
+    depth = len(site.trail)
+    for node, other in model.statements_in(site.scope, key):
+        if other.order <= site.order or other.scope is not site.scope or len(other.trail) > depth:
+            continue
+        if other.trail[:-1] == site.trail[:len(other.trail) - 1] and other.trail[-1][0] is site.trail[len(other.trail) - 1][0]:
+            if any(model.roles.key(t, other.scope) == key for t in assignment_targets(node)):
+                return True
+    return False
+
+
+def _positions_the_run(model: "ModuleModel", scope: "Scope", key: str) -> bool:
+    """The name starts a loop of the function (`for epoch in range(start, epochs)`), also through a name
+    set from it, or is a counter the function advances."""
+    if any(model.roles.key(e.subject, e.site.scope) == key for e in model.events_in(scope, COUNTER_INCREMENT)):
+        return True
+    derived = {key}
+    for node, site in model.statements_in(scope, key):
+        if type(node) is cst.Assign and site.scope is scope and key in model.keys_in(node.value, scope):
+            derived.update(k for k in (model.roles.key(t, scope) for t in assignment_targets(node)) if k)
+    return any(site.scope is scope and not derived.isdisjoint(model.keys_in(loop.iter, scope)) for loop, site in model.structure.for_loops)
