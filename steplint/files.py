@@ -103,27 +103,28 @@ def write_text(path: str, file: TextFile, text: str) -> None:
         raise FileError("cannot write the fixed file: it is read-only; the file was left unmodified")
     temporary = None
     where = "the file"
-    try:
-        original = os.stat(target)
-        if original.st_nlink == 1:
-            where = "its folder"
-            with interrupt.deferred():  # (a Ctrl-C inside mkstemp would leave a file whose name the cleanup below never knew)
+    # (one file's write and its cleanup are not cut in two: a Ctrl-C waits for them, then ends the run)
+    with interrupt.deferred():
+        try:
+            original = os.stat(target)
+            if original.st_nlink == 1:
+                where = "its folder"
                 handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
-            where = "the file"
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            if _same_owner(temporary, original):
-                os.chmod(temporary, stat.S_IMODE(original.st_mode))
-                os.replace(temporary, target)
-                return
-        _write_in_place(target, data)
-    except OSError as error:
-        raise FileError(f"cannot write the fixed file ({where}: {error.strerror or error}); the file was left unmodified") from None
-    finally:
-        if temporary is not None and os.path.exists(temporary):
-            os.unlink(temporary)
+                where = "the file"
+                with os.fdopen(handle, "wb") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fsync(out.fileno())
+                if _same_owner(temporary, original):
+                    os.chmod(temporary, stat.S_IMODE(original.st_mode))
+                    os.replace(temporary, target)
+                    return
+            _write_in_place(target, data)
+        except OSError as error:
+            raise FileError(f"cannot write the fixed file ({where}: {error.strerror or error}); the file was left unmodified") from None
+        finally:
+            if temporary is not None and os.path.exists(temporary):
+                os.unlink(temporary)
 
 
 def _same_owner(temporary: str, original: os.stat_result) -> bool:

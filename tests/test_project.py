@@ -190,3 +190,45 @@ def test_an_edited_summarizer_misses_the_old_summaries(tmp_path):
         code_signature.cache_clear()
     second = set(json.loads(summaries.read_text()))
     assert len(first) == len(second) == 1 and first != second
+
+
+BUILDER = """
+import torch
+
+
+def build(args, model):
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    scheduler = None
+    if args.decay_every:
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.decay_every)
+    return optimizer, scheduler
+"""
+
+BUILT_BY_THE_HELPER = """
+import torch
+
+from builder import build
+
+
+def main(args, model, loader):
+    optimizer, scheduler = build(args, model)
+    if args.resume:
+        optimizer.load_state_dict(torch.load(args.resume)["optimizer"])
+    for batch in loader:
+        model(batch).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if scheduler is not None:
+            scheduler.step()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, args.out)
+"""
+
+
+def test_roles_come_back_from_a_helper_that_returns_a_tuple_and_may_return_none(tmp_path):
+    write(tmp_path, {"builder.py": BUILDER, "train.py": BUILT_BY_THE_HELPER})
+    found = {d.code: d for d in lint_project(tmp_path, "train.py")}
+    assert set(found) == {"SL302", "SL303"}
+    assert "`scheduler`" in found["SL302"].message
+    # (None where the recipe has no decay: the entry the fix adds reads it only where it exists)
+    (edit,) = found["SL302"].fix.edits
+    assert "scheduler.state_dict() if scheduler is not None else None" in edit.content

@@ -406,9 +406,15 @@ class RoleTable:
                 for out in elements:
                     yield out, built
                 return
+            returned = self.project.returned_roles(call, scope) if self.project is not None and call is not None else []
             if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
                 for out, v in zip(elements, value.elements):
                     yield out, self.value_role(v.value, scope)
+            elif len(returned) == len(elements):  # `optimizer, scheduler = build_optimizer(cfg, model)`, from the helper's summary
+                for out, (kind, maybe_none) in zip(elements, returned):
+                    if maybe_none:
+                        self.maybe_none.add(self.key(out, scope))
+                    yield out, Role(kind, USE) if kind else None
             else:
                 for out in elements:
                     yield out, None

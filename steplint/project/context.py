@@ -27,6 +27,8 @@ class Callee:
     effects: List[Effect]  # composed through the functions it calls, in its own places
     returns: Optional[str] = None  # the role of its return value
     self_prefix: Optional[str] = None  # its `self.x` is the caller's `self.<prefix>x` (None: not the caller's self)
+    returns_each: List[Optional[str]] = field(default_factory=list)  # the role of each value of a tuple it returns
+    returns_none_at: List[int] = field(default_factory=list)  # positions of that tuple that may hold None
 
 
 @dataclass
@@ -85,6 +87,12 @@ class ModuleContext:
     def returned_role(self, call: cst.Call, scope: Scope) -> Optional[str]:
         callee = self.callee(call, scope)
         return callee.returns if callee is not None else None
+
+    def returned_roles(self, call: cst.Call, scope: Scope) -> List[Tuple[Optional[str], bool]]:
+        """The role of each value of the tuple the callee returns (`optimizer, scheduler = build(...)`), and
+        whether it may be None."""
+        callee = self.callee(call, scope)
+        return [(role, i in callee.returns_none_at) for i, role in enumerate(callee.returns_each)] if callee is not None else []
 
 
 def top_scope(scope: Scope) -> Scope:

@@ -228,7 +228,7 @@ class ProjectIndex:
                 target_path, callee, prefix = target
                 calls[f"{function.name}|{call.callee}"] = Callee(
                     callee.name, f"{target_path}:{callee.line}", list(callee.params), self.effects(target_path, callee.name),
-                    callee.returns, prefix,
+                    callee.returns, prefix, list(callee.returns_each), list(callee.returns_none_at),
                 )
         roles = self.parameter_roles(path)
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}

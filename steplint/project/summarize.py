@@ -26,7 +26,7 @@ from steplint.model.guards import COMMIT_GATE, RANK
 from steplint.model.roles import SCHEDULER, STATEFUL_MODULES
 from steplint.model.structure import Scope, Site
 from steplint.model.state import reads_an_entry
-from steplint.model.syntax import assignment_targets, dotted, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, literal, walk_expressions
 from steplint.project import summary as s
 from steplint.project.context import callee_text, top_scope
 
@@ -287,6 +287,8 @@ def _returns(model: ModuleModel, value: cst.BaseExpression, site: Site, function
     role = model.roles.value_role(value, scope)
     if role is not None:
         function.returns = role.kind
+    if isinstance(value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+        _returns_each(model, value, scope, function)
     if isinstance(value, cst.Name) and COMMIT_GATE in model.guards.flag_kinds(value, scope):
         function.effects.append(s.Effect(s.RETURNS_COMMIT, via=function.name))
     if any(e.node is value for e in model.of_kind(SKIPPABLE_STEP) if e.strategy != CALL and e.site is site):
@@ -294,6 +296,18 @@ def _returns(model: ModuleModel, value: cst.BaseExpression, site: Site, function
     reduced = {place(e.node.args[0].value, scope) for e in model.of_kind(COLLECTIVE) if e.site.scope is scope and e.node.args}
     if any(place(sub, scope) in reduced for sub in walk_expressions(value) if isinstance(sub, cst.Name)):
         function.effects.append(s.Effect(s.RETURNS_REDUCED, via=function.name))
+
+
+def _returns_each(model: ModuleModel, value: cst.Tuple, scope: Scope, function: s.FunctionSummary) -> None:
+    """The role of each value of a returned tuple (`return optimizer, scheduler`); two returns that
+    disagree on a position tell nothing of it."""
+    each = [r.kind if (r := model.roles.value_role(e.value, scope)) is not None else None for e in value.elements]
+    if function.returns_each:
+        same_length = len(function.returns_each) == len(each)
+        each = [a if a == b else None for a, b in zip(function.returns_each, each)] if same_length else [None] * len(each)
+    function.returns_each = each
+    function.returns_none_at = sorted(set(function.returns_none_at) | {
+        i for i, e in enumerate(value.elements) if literal(e.value) is None or model.roles.key(e.value, scope) in model.roles.maybe_none})
 
 
 _DEFINITION = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.M)

@@ -48,6 +48,8 @@ class FunctionSummary:
     effects: List[Effect] = field(default_factory=list)
     calls: List[CallRecord] = field(default_factory=list)
     returns: Optional[str] = None  # the role of what it returns (`build_scaler` returns a scaler)
+    returns_each: List[Optional[str]] = field(default_factory=list)  # the role of each value of a tuple it returns (`return optimizer, scheduler`)
+    returns_none_at: List[int] = field(default_factory=list)  # positions of that tuple that may hold None (`scheduler = None` on some path)
     class_name: Optional[str] = None
     returns_class: Optional[str] = None  # the class its instances come from: `-> Optimizers`, `return Optimizers(...)`
     local_classes: Dict[str, str] = field(default_factory=dict)  # local -> the callee that built it (`ckpt = CheckPoint(dir)`), as written
