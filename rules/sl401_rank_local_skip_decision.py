@@ -42,12 +42,9 @@ from steplint.model.guards import FINITENESS
 from steplint.model.syntax import dotted, literal
 from steplint.rule import Finding, rule
 
-_DISTRIBUTED = ("torch.distributed", "torch.nn.parallel", "accelerate", "deepspeed", "torch.distributed.fsdp")
-
-
 @rule("SL401", "rank-local-skip-decision", "A rank decides alone, from its own loss, whether the step runs")
 def check(model):
-    if not any(q.startswith(_DISTRIBUTED) for q in model.imports.names.values()):
+    if not model.guards.distributed:
         return
     reported = set()
     for step in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):

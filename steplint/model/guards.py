@@ -126,9 +126,22 @@ def condition_kinds(
     return frozenset(kinds)
 
 
+# Libraries whose use makes a module run on several ranks.
+DISTRIBUTED_LIBRARIES = ("torch.distributed", "torch.nn.parallel", "accelerate", "deepspeed")
+
+
 class Guards:
     """The kinds of every test of one module (computed at build time, read by every rule), and the
     identity of conditions (computed once per test)."""
+
+    @cached_property
+    def distributed(self) -> bool:
+        """The module runs on several ranks: it imports a distributed library, or reaches one through
+        attributes (`torch.distributed.all_reduce(...)`, `torch.nn.parallel.DistributedDataParallel(...)`)."""
+        if any(q.startswith(DISTRIBUTED_LIBRARIES) for q in self.model.imports.names.values()):
+            return True
+        qualified = self.model.roles.qualified
+        return any((qualified(call.func, site.scope) or "").startswith(DISTRIBUTED_LIBRARIES) for call, site in self.model.structure.calls)
 
     def __init__(self, model: "ModuleModel"):
         self.model = model
