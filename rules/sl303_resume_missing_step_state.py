@@ -110,12 +110,12 @@ def _position_without_the_optimizer(model):
     for resume in model.state.position_resumes:
         scope = resume.site.scope
         state = model.state.step_state(scope)
-        missing = [key for kind in ("scheduler", "scaler") for key in state[kind] if not model.state.loaded(key)]
+        missing = [key for kind in ("scheduler", "scaler") for key in state[kind] if not model.state.loaded(key) and key not in resume.set_with]
         restarted = [call.via for call in model.state.restarted_by_callees(resume)]
         if not (missing or restarted):
             continue
         named = [f"`{key.split(':', 1)[1]}`" for key, role in model.roles.roles.items()
-                 if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name]
+                 if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name and key not in resume.set_with]
         listed = named + [model.state.describe_held(key) for key in missing] + [
             f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) builds afresh" for fresh in restarted]
         position = resume.position.split(":", 1)[1]

@@ -27,9 +27,11 @@ _received = False
 _holding = False
 
 
-def install() -> None:
-    """Handle SIGINT from now on in this process (the command's, never a library user's)."""
-    signal.signal(signal.SIGINT, _handle)
+def install(signum: int = signal.SIGINT) -> None:
+    """Handle SIGINT from now on in this process (the command's, never a library user's); a worker of
+    the command's pool handles the SIGTERM its parent ends it with the same way, so that a file it is
+    writing is finished, or left as it was, before it exits."""
+    signal.signal(signum, _handle)
 
 
 def received() -> bool:

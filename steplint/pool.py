@@ -163,6 +163,14 @@ class Pool:
 
 def _serve(connection: Connection, prepare: Optional[Callable[[], None]]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    interrupt.install(signal.SIGTERM)  # (the parent ends a worker mid-task after Ctrl-C: a write in progress ends first)
+    try:
+        _serve_tasks(connection, prepare)
+    except interrupt.Interrupted:
+        return
+
+
+def _serve_tasks(connection: Connection, prepare: Optional[Callable[[], None]]) -> None:
     if prepare is not None:
         prepare()
     while True:
@@ -175,6 +183,8 @@ def _serve(connection: Connection, prepare: Optional[Callable[[], None]]) -> Non
         function, call = task
         try:
             result = (True, function(*call))
+        except interrupt.Interrupted:
+            raise  # (ended by the parent: no one waits for the result)
         except BaseException as error:  # noqa: BLE001 - raised again in the parent, at this task
             result = (False, error)
         # What a task leaves (the parses a worker keeps for its lints) holds no reference cycles: out

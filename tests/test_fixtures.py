@@ -20,7 +20,8 @@ from conftest import FIXTURES
 
 _MARKER = re.compile(r"#\s*expect:\s*(SL\d{3}(?:\s*,\s*SL\d{3})*)")
 
-INPUTS = sorted(p for pattern in ("SL*/*.py", "SL*/*/*.py") for p in FIXTURES.glob(pattern) if not p.name.endswith(".fixed.py"))
+# (a project fixture is one folder, which may hold packages: `SL101/<project>/lib/lr_scheduler.py`)
+INPUTS = sorted(p for p in FIXTURES.glob("SL*/**/*.py") if not p.name.endswith(".fixed.py"))
 GOLDEN = [p for p in INPUTS if p.with_name(p.stem + ".fixed.py").exists()]
 NOTEBOOKS = sorted(p for p in FIXTURES.glob("SL*/*.ipynb") if not p.name.endswith(".fixed.ipynb"))
 GOLDEN_NOTEBOOKS = [p for p in NOTEBOOKS if p.with_name(p.stem + ".fixed.ipynb").exists()]
@@ -36,13 +37,16 @@ def _code(path: Path) -> str:
 
 @lru_cache(maxsize=None)
 def _project(folder: Path):
-    files = sorted(p for p in folder.glob("*.py") if not p.name.endswith(".fixed.py"))
+    files = sorted(p for p in folder.rglob("*.py") if not p.name.endswith(".fixed.py"))
     return build_index([str(p) for p in files], str(folder), cache=False)
 
 
 def project(path: Path):
     """The project context of a fixture in a folder; None for a single-file fixture."""
-    return None if path.parent.parent == FIXTURES else _project(path.parent).context_for(str(path))
+    if path.parent.parent == FIXTURES:
+        return None
+    folder = FIXTURES / path.relative_to(FIXTURES).parts[0] / path.relative_to(FIXTURES).parts[1]
+    return _project(folder).context_for(str(path))
 
 
 def expected(text: str) -> set:

@@ -41,7 +41,7 @@ from steplint.model.counters import Counters
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, WINDOW_BOUNDARY, Guards
 from steplint.model.positions import Positions
 from steplint.model.state import Checkpoint, State
-from steplint.model.roles import RoleTable
+from steplint.model.roles import RoleTable, scheduler_subclasses
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.text import Text
 from steplint.model.units import Units
@@ -226,7 +226,7 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
         imports = ImportMap(module)
         structure = walk_module(module)
     positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
-    roles = RoleTable(imports, structure, settings.role_names(), project)
+    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project))
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
@@ -273,7 +273,8 @@ def model_for(model: ModuleModel, source: Source, project, settings) -> Optional
 def _builds_alike(model: ModuleModel, project, settings) -> bool:
     """Whether build_model(project, settings) gives `model`, built with `model.roles.project`: the
     same settings, the same roles for parameters, no call into a project function that acts or
-    returns a role (no call events, no role flowing), the events already in program order (a build
+    returns a role (no call events, no role flowing), the same classes of the project known as schedulers,
+    the events already in program order (a build
     with a project sorts them), and the same answer for every function whose callers a fact asked."""
     if any(getattr(model.settings, name) != getattr(settings, name) for name in _MODEL_SETTINGS):
         return False
@@ -281,9 +282,9 @@ def _builds_alike(model: ModuleModel, project, settings) -> bool:
     contexts = [c for c in (built_with, project) if c is not None]
     if (built_with.parameter_roles if built_with else {}) != (project.parameter_roles if project else {}):
         return False
-    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "configured_options")):
+    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "configured_options", "scheduler_classes")):
         return False
-    if any(callee.effects or callee.returns for context in contexts for callee in context.calls.values()):
+    if any(callee.effects or callee.returns or any(callee.returns_each) for context in contexts for callee in context.calls.values()):
         return False
     if any(a.order > b.order for a, b in zip(model.events, model.events[1:])):
         return False

@@ -125,9 +125,14 @@ def _without_loss_scaling(role: Optional[Role], option: Optional[str]) -> Option
 class RoleTable:
     """Roles keyed by a reference in its scope: a local, a global, or `self.attr` of a class."""
 
-    def __init__(self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None) -> None:
+    def __init__(
+        self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None,
+        scheduler_classes: Optional[Dict[str, str]] = None,
+    ) -> None:
         self.imports = imports
         self.structure = structure
+        # classes of the project derived from a torch scheduler, by the name this module calls them -> that scheduler
+        self.scheduler_classes = scheduler_classes or {}
         self.declared = declared or {}  # names the configuration says hold a role
         self.project = project  # steplint.project.context.ModuleContext: roles from the rest of the project
         self.roles: Dict[str, Role] = {}
@@ -252,6 +257,12 @@ class RoleTable:
             # Lightning manual optimization: self.optimizers(), self.lr_schedulers()
             kind = {"optimizers": OPTIMIZER, "lr_schedulers": SCHEDULER}.get(func.attr.value)
             return Role(kind, USE) if kind else None
+        owner = scope.owner_of(call.func.value) if isinstance(call.func, cst.Name) else None
+        derived_from = self.scheduler_classes.get(call.func.value) if isinstance(call.func, cst.Name) and (owner is None or owner.name == "<module>") else None
+        if derived_from is not None:  # `class WarmupPolyLR(torch.optim.lr_scheduler._LRScheduler)` of the project
+            given = keyword(call, "optimizer") or next(iter(positional(call)), None)
+            return Role(SCHEDULER, CONSTRUCTOR, metric=derived_from.endswith("ReduceLROnPlateau"), constructor=derived_from,
+                        optimizer=self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None)
         qualified = self.qualified(call.func, scope)
         if qualified is None:
             return None
@@ -559,4 +570,28 @@ def own_imports(scope: Scope) -> Optional[Dict[str, str]]:
         for name, qualified in scope.imports.items():
             found.setdefault(name, qualified)
         scope = scope.parent
+    return found
+
+
+def scheduler_subclasses(module: cst.Module, imports: ImportMap, project=None) -> Dict[str, str]:
+    """Classes a module can call that derive from a torch scheduler -> that scheduler (qualified): its own
+    (`class WarmupPolyLR(_LRScheduler)`, also through another class of it) and those the project index
+    found behind its imports."""
+    found = dict(project.scheduler_classes) if project is not None else {}
+    bases = {
+        statement.name.value: [dotted(b.value) for b in statement.bases if b.keyword is None and not b.star]
+        for statement in module.body if isinstance(statement, cst.ClassDef)
+    }
+    for _ in range(len(bases)):  # (a chain of the module's own classes, in any order)
+        changed = False
+        for name, written in bases.items():
+            for base in filter(None, written):
+                head, _, rest = base.partition(".")
+                qualified = imports.names[head] + (f".{rest}" if rest else "") if head in imports.names else None
+                torch_base = qualified if qualified and qualified.startswith(SCHEDULER_MODULES) else found.get(base) if base in bases or base in found else None
+                if torch_base and found.get(name) != torch_base:
+                    found[name], changed = torch_base, True
+                    break
+        if not changed:
+            break
     return found

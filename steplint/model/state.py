@@ -36,6 +36,9 @@ class PositionResume:
     node: cst.CSTNode  # the statement that reads the position back
     site: "Site"
     position: str  # the key of the name it sets (`main:epoch_str`)
+    # what the same statement sets besides (`model, optimizer, scheduler, start_epoch = setup(...)`): the
+    # call that read the position back built these and is where they are restored, or not
+    set_with: frozenset = frozenset()
 
     @property
     def order(self) -> int:
@@ -328,7 +331,7 @@ class State:
                 continue
             if _set_again_after(self.model, site, position) or not _positions_the_run(self.model, site.scope, position):
                 continue
-            found.append(PositionResume(node, site, position))
+            found.append(PositionResume(node, site, position, frozenset(k for t in assignment_targets(node) if (k := self.model.roles.key(t, site.scope))) - {position}))
         return found
 
     @property
@@ -666,13 +669,27 @@ def _position_reads(model: "ModuleModel"):
             continue
         from_file = reads_an_entry(value) and any(
             type(sub) in (cst.Subscript, cst.Attribute) and model.roles.key(sub.value, site.scope) in loaded for sub in walk_expressions(value))
-        restoring_call = context is not None and isinstance(value, cst.Call) and any(
-            e.action == LOAD for e in (getattr(context.callee(value, site.scope), "effects", None) or ()))
+        callee = context.callee(value, site.scope) if context is not None and isinstance(value, cst.Call) else None
+        restoring_call = callee is not None and any(e.action == LOAD for e in callee.effects)
+        if restoring_call and _restores_an_optimizer(model, context, callee, value, site.scope):
+            continue  # (a full resume in a helper, `model, optimizer, scheduler, scaler, epoch = setup_model(...)`)
         if from_file or restoring_call:
             for target in assignment_targets(node):
                 key = model.roles.key(target, site.scope) if isinstance(target, cst.Name) and target.value != "_" else None
                 if key:
                     yield node, site, key
+
+
+def _restores_an_optimizer(model: "ModuleModel", context, callee, call: cst.Call, scope) -> bool:
+    """The call restores an optimizer: one it builds itself, or one it is handed (not `None`)."""
+    for effect in callee.effects:
+        if effect.action == LOAD and effect.role == OPTIMIZER:
+            if not effect.place.startswith("param:"):
+                return True
+            handed = context.argument(callee, effect.place, call, scope)
+            if handed is not None and literal(handed) is not None:
+                return True
+    return False
 
 
 def _set_again_after(model: "ModuleModel", site, key: str) -> bool:

@@ -45,6 +45,7 @@ class ModuleContext:
     # show (steplint.project.launches; `-` written `_`, "*" for any); None: no launch facts read.
     launch_options: Optional[List[str]] = None
     configured_options: List[str] = field(default_factory=list)  # keys the project's config files set true
+    scheduler_classes: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler its class of the project derives from
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

@@ -15,6 +15,7 @@ from steplint.project.launches import Launches
 MAX_DEPTH = 4  # calls of calls followed when composing effects
 _OWN_RETURN = (s.RETURNS_COMMIT, s.RETURNS_REDUCED)  # about the callee's own return value: not passed on
 Target = Tuple[str, s.FunctionSummary, Optional[str]]  # (module path, function, `self` prefix for its self.* places)
+TORCH_SCHEDULERS = "torch.optim.lr_scheduler."  # (the model's roles know these classes; the index, the project's classes built on them)
 
 
 class ProjectIndex:
@@ -237,8 +238,33 @@ class ProjectIndex:
         resumed = any(self.modules[caller].resumes for caller in self._caller_modules.get(path, ()))
         return ModuleContext(
             path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed,
-            **(self.launches.context_of(path) if self.launches is not None else {}),
+            **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
         )
+
+    def _imported_schedulers(self, path: str) -> Dict[str, str]:
+        """The names module `path` imports that are classes of the project derived from a torch scheduler
+        -> that scheduler (`from lib.lr_scheduler import WarmupPolyLR`)."""
+        found = {}
+        for name in self.modules[path].imports:
+            where = self._definition(path, name)
+            base = self._torch_scheduler_base(*where) if where is not None and where[0] != path else None
+            if base is not None:
+                found[name] = base
+        return found
+
+    def _torch_scheduler_base(self, path: str, class_name: str, hops: int = 4) -> Optional[str]:
+        """The torch scheduler (qualified) that a class of the project derives from, through its bases."""
+        module = self.modules[path]
+        for base in module.class_bases.get(class_name, ()):
+            head, _, rest = base.partition(".")
+            qualified = module.imports[head] + (f".{rest}" if rest else "") if head in module.imports else None
+            if qualified is not None and qualified.startswith(TORCH_SCHEDULERS):
+                return qualified
+            where = self._definition(path, base)
+            found = self._torch_scheduler_base(*where, hops - 1) if where is not None and hops else None
+            if found is not None:
+                return found
+        return None
 
     @cached_property
     def _switched_on(self) -> Dict[str, Set[str]]:
@@ -295,18 +321,32 @@ def modules_for(modules, dotted: Dict[str, str], importer: str, qualified: str) 
     among `modules` (paths) and `dotted` (dotted name -> path, from dotted_names)."""
     found = []
     root, parts, relative = import_root(importer, qualified)
+    # (an absolute import may also be found from a folder above the script's: scripts in `tools/` run from
+    # the repository's root, or put it on sys.path, to import `lib.lr_scheduler`)
+    folders = [root] if relative else _folder_and_parents(root)
     for cut in range(len(parts), 0, -1):
         module, attribute = parts[:cut], ".".join(parts[cut:])
-        stem = f"{root}/{'/'.join(module)}" if root else "/".join(module)
-        for candidate in (stem + ".py", stem + "/__init__.py"):
-            if candidate in modules:
-                found.append((candidate, attribute))
+        for folder in folders:
+            stem = f"{folder}/{'/'.join(module)}" if folder else "/".join(module)
+            candidates = [c for c in (stem + ".py", stem + "/__init__.py") if c in modules]
+            found.extend((candidate, attribute) for candidate in candidates)
+            if candidates:
+                break
         if not relative and ".".join(module) in dotted:
             found.append((dotted[".".join(module)], attribute))
     if relative and not parts:
         init = f"{root}/__init__.py" if root else "__init__.py"
         if init in modules:
             found.append((init, ""))
+    return found
+
+
+def _folder_and_parents(folder: str) -> List[str]:
+    """`a/b` -> [`a/b`, `a`, ``]: the folder, then each folder above it up to the project's root."""
+    found = [folder]
+    while folder:
+        folder = posixpath.dirname(folder)
+        found.append(folder)
     return found
 
 
