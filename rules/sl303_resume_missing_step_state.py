@@ -119,7 +119,8 @@ def _position_without_the_optimizer(model):
         listed = named + [model.state.describe_held(key) for key in missing] + [
             f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) builds afresh" for fresh in restarted]
         position = resume.position.split(":", 1)[1]
-        message = f"Resume puts the run back at its stored position (`{position}`) but does not restore {', '.join(listed)}: the resumed run starts them over"
+        them = "them" if len(listed) > 1 else "it"
+        message = f"Resume puts the run back at its stored position (`{position}`) but does not restore {', '.join(listed)}: the resumed run starts {them} over"
         yield Finding(resume.node, message)
 
 

@@ -23,7 +23,7 @@ from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
-from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, positional, walk_expressions
 from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
@@ -706,12 +706,28 @@ def _set_again_after(model: "ModuleModel", site, key: str) -> bool:
 
 
 def _positions_the_run(model: "ModuleModel", scope: "Scope", key: str) -> bool:
-    """The name starts a loop of the function (`for epoch in range(start, epochs)`), also through a name
-    set from it, or is a counter the function advances."""
-    if any(model.roles.key(e.subject, e.site.scope) == key for e in model.events_in(scope, COUNTER_INCREMENT)):
-        return True
+    """The name is where a loop of the function starts (`range(start, epochs)`, `enumerate(loader,
+    start)`), also through a name set from it, or a counter the function advances."""
+    counters = {model.roles.key(e.subject, e.site.scope) for e in model.events_in(scope, COUNTER_INCREMENT)}
     derived = {key}
     for node, site in model.statements_in(scope, key):
         if type(node) is cst.Assign and site.scope is scope and key in model.keys_in(node.value, scope):
             derived.update(k for k in (model.roles.key(t, scope) for t in assignment_targets(node)) if k)
-    return any(site.scope is scope and not derived.isdisjoint(model.keys_in(loop.iter, scope)) for loop, site in model.structure.for_loops)
+    if not derived.isdisjoint(counters):
+        return True
+    for loop, site in model.structure.for_loops:
+        start = _loop_start(loop.iter) if site.scope is scope else None
+        if start is not None and not derived.isdisjoint(model.keys_in(start, scope)):
+            return True
+    return False
+
+
+def _loop_start(iterated: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """Where a loop starts counting: `range(start, stop)`, `enumerate(items, start)`."""
+    if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Name)):
+        return None
+    if iterated.func.value == "range" and len(positional(iterated)) >= 2:
+        return positional(iterated)[0]
+    if iterated.func.value == "enumerate":
+        return keyword(iterated, "start") or (positional(iterated)[1] if len(positional(iterated)) > 1 else None)
+    return None
