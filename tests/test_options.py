@@ -16,6 +16,8 @@ parser.add_argument("--precision", default=None)
 parser.add_argument("--fp32", action="store_true")
 parser.add_argument("--save-every", type=int, default=None)
 parser.add_argument("--amp-dtype", default="float16")
+parser.add_argument("--gradient-norm", type=float, default=-1.0)
+parser.add_argument("--accumulation", type=int, default=1)
 args = parser.parse_args()
 """
 
@@ -35,12 +37,17 @@ def off_as_run(condition: str, launched=()):
     ("isinstance(args.save_every, int)", "--save_every"),
     ("bool(args.precision)", "--precision"),
     ("args.amp_dtype != 'float16'", "--amp_dtype"),
+    ("args.gradient_norm > 0.0", "--gradient_norm"),
+    ("args.accumulation > 1", "--accumulation"),
 ])
 def test_a_test_of_an_option_no_launch_gives_is_decided_by_its_default(condition, option):
     assert off_as_run(condition) == option
 
 
-@pytest.mark.parametrize("condition", ["args.precision is None", "not args.fp32", "args.amp_dtype == 'float16'", "args.unknown is not None"])
+@pytest.mark.parametrize("condition", [
+    "args.precision is None", "not args.fp32", "args.amp_dtype == 'float16'", "args.unknown is not None", "args.gradient_norm < 0",
+    "args.accumulation >= 1", "args.precision > 0",  # (None > 0 raises where it runs: not a test the run takes as false)
+])
 def test_a_test_its_default_makes_true_or_an_undeclared_option_is_not_off(condition):
     assert off_as_run(condition) is None
 

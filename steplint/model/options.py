@@ -76,11 +76,13 @@ class CommandLine:
             other = literal(target.comparator)
             if value is ... or other is ...:
                 return unknown
-            compare = {cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b, cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b}
-            test = compare.get(type(target.operator))
+            test = _COMPARISONS.get(type(target.operator))
             if test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
                 return unknown
-            return test(value, other), option
+            try:
+                return test(value, other), option
+            except TypeError:
+                return unknown  # (`None > 0`: Python would raise; the run does not take this test as false)
         return unknown
 
     def _option_default(self, test: cst.Attribute) -> tuple:
@@ -107,6 +109,12 @@ class CommandLine:
                 if self._option_tested[id(guard.test)] is not None:
                     return self._option_tested[id(guard.test)]
         return None
+
+
+_COMPARISONS = {
+    cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b, cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
+    cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambda a, b: a >= b, cst.LessThan: lambda a, b: a < b, cst.LessThanEqual: lambda a, b: a <= b,
+}
 
 
 def option_of(test: cst.Attribute) -> str:

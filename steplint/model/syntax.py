@@ -43,13 +43,15 @@ def positional(call: cst.Call) -> List[cst.BaseExpression]:
 
 
 def literal(expr: Optional[cst.BaseExpression]) -> object:
-    """The value of a simple literal (True/False/None, numbers, plain strings), else `...`."""
+    """The value of a simple literal (True/False/None, numbers with their sign, plain strings), else `...`."""
     if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[expr.value]
     if isinstance(expr, cst.SimpleString):
         return expr.evaluated_value
-    if isinstance(expr, cst.Integer):
-        return int(expr.value.replace("_", ""), 0)
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return expr.evaluated_value
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)) and isinstance(expr.expression, (cst.Integer, cst.Float)):
+        return -expr.expression.evaluated_value if isinstance(expr.operator, cst.Minus) else expr.expression.evaluated_value
     return ...
 
 
