@@ -93,7 +93,9 @@ def main() -> None:
             print(f"{name:<14} {value:9.2f} {len(seconds[name]):5} {memory[name]:8.0f}")
         print()
         for peer in ("fixit", "torchfix"):
-            print(f"{peer} / steplint cold: {median[peer] / median['steplint cold']:.1f}x")
+            if peer in median:  # (not run with --slow-rounds 0)
+                print(f"{peer} / steplint cold: {median[peer] / median['steplint cold']:.1f}x")
+        print(f"steplint cold / ruff cold: {median['steplint cold'] / median['ruff cold']:.1f}x")
         print(f"steplint warm / ruff warm: {median['steplint warm'] / median['ruff warm']:.1f}x")
         print(f"steplint cold / steplint warm: {median['steplint cold'] / median['steplint warm']:.1f}x")
     finally:
