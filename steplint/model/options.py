@@ -44,10 +44,15 @@ class CommandLine:
         """The option (`--fp16`) that makes `test` false in every run the project shows, or None when it
         may be true: `args.fp16`, `args.precision is not None`, `not args.fp32`, `isinstance(args.every,
         int)`, or a local set once from such a test (`use_amp = args.precision == "fp16"`) read in `scope`."""
-        if self.given is None or ANY_OPTION in self.given or test is None:
-            return None
-        value, option = self._as_run(test, scope, 0)
+        value, option = self.value_as_run(test, scope)
         return option if option is not None and value is not ... and not value else None
+
+    def value_as_run(self, expr: Optional[cst.BaseExpression], scope=None) -> tuple:
+        """(the value of `expr` in every run the project shows, the option that decides it), or (..., None)
+        when a run may give it another: `args.accum` declared with `default=1` that no launch gives is 1."""
+        if self.given is None or ANY_OPTION in self.given or expr is None:
+            return ..., None
+        return self._as_run(expr, scope, 0)
 
     def _as_run(self, expr: cst.BaseExpression, scope, depth: int) -> tuple:
         """(its value in every run the project shows, the option that decides it), or (..., None)."""

@@ -24,7 +24,11 @@ def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scop
     """`accum` is 1 in every run the project shows: set to 1, and changed only in a branch whose test
     is false for the values the function's callers pass (`accum = 1; if batch_size > MAX: accum =
     batch_size // MAX` with `batch_size = config["batch_size"]`, every caller passing a literal config
-    with `"batch_size": 16` and `MAX = 16`). Then every batch is a window."""
+    with `"batch_size": 16` and `MAX = 16`), or an option declared `default=1` that no launch of the
+    script gives (`args.gradient_accumulation_steps`). Then every batch is a window."""
+    value, _ = model.roles.command_line.value_as_run(length, scope)
+    if type(value) is int and value == 1:
+        return True
     if not isinstance(length, cst.Name) or scope.name == "<module>" or scope.parent is not None or scope.class_name is not None:
         return False
     return model.remember(("one_as_written", id(scope), length.value), lambda: _one_as_written(model, length.value, scope))
