@@ -27,11 +27,23 @@ _received = False
 _holding = False
 
 
-def install(signum: int = signal.SIGINT) -> None:
-    """Handle SIGINT from now on in this process (the command's, never a library user's); a worker of
-    the command's pool handles the SIGTERM its parent ends it with the same way, so that a file it is
-    writing is finished, or left as it was, before it exits."""
-    signal.signal(signum, _handle)
+def install() -> None:
+    """Handle SIGINT from now on in this process (the command's, never a library user's)."""
+    signal.signal(signal.SIGINT, _handle)
+
+
+def install_in_worker() -> None:
+    """A worker of the command's pool, which its parent ends with SIGTERM after Ctrl-C: it ends at once,
+    quietly, unless it is writing a file (a deferred block), which it finishes first."""
+    signal.signal(signal.SIGTERM, _end_worker)
+
+
+def _end_worker(signum, frame) -> None:
+    global _received
+    if _holding:
+        _received = True  # (the deferred block raises Interrupted once the file is written)
+        return
+    os._exit(EXIT_STATUS)
 
 
 def received() -> bool:

@@ -163,11 +163,11 @@ class Pool:
 
 def _serve(connection: Connection, prepare: Optional[Callable[[], None]]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    interrupt.install(signal.SIGTERM)  # (the parent ends a worker mid-task after Ctrl-C: a write in progress ends first)
+    interrupt.install_in_worker()  # (the parent ends a worker mid-task after Ctrl-C: a file being written is finished first)
     try:
         _serve_tasks(connection, prepare)
     except interrupt.Interrupted:
-        return
+        return  # (ended by the parent once its write was done)
 
 
 def _serve_tasks(connection: Connection, prepare: Optional[Callable[[], None]]) -> None:
