@@ -67,7 +67,7 @@ import libcst as cst
 
 from steplint.fixes import SAFE, Fix
 from steplint.model import STATE_LOAD
-from steplint.model.roles import CONSTRUCTOR, OPTIMIZER
+from steplint.model.roles import OPTIMIZER
 from steplint.rewrite import insert_after
 from steplint.rule import Finding, rule
 
@@ -95,8 +95,7 @@ def check(model):
         if not (missing or restarted) or identity in reported:
             continue  # (two optimizers restored in one place are one resume; two resume blocks of a function are two)
         reported.add(identity)
-        listed = ", ".join([model.state.describe_held(key) for _, key in missing] + [
-            f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) then builds afresh" for fresh in restarted])
+        listed = ", ".join([model.state.describe_held(key) for _, key in missing] + list(map(_built_afresh, restarted)))
         through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
         them = len(missing) + len(restarted) > 1
         message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if them else 'it'} over"
@@ -114,14 +113,17 @@ def _position_without_the_optimizer(model):
         restarted = [call.via for call in model.state.restarted_by_callees(resume)]
         if not (missing or restarted):
             continue
-        named = [f"`{key.split(':', 1)[1]}`" for key, role in model.roles.roles.items()
-                 if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name and key not in resume.set_with]
-        listed = named + [model.state.describe_held(key) for key in missing] + [
-            f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) builds afresh" for fresh in restarted]
+        named = [f"`{key.split(':', 1)[1]}`" for key in model.state.optimizers_built_in(scope) if key not in resume.set_with]
+        listed = named + [model.state.describe_held(key) for key in missing] + list(map(_built_afresh, restarted))
         position = resume.position.split(":", 1)[1]
         them = "them" if len(listed) > 1 else "it"
         message = f"Resume puts the run back at its stored position (`{position}`) but does not restore {', '.join(listed)}: the resumed run starts {them} over"
         yield Finding(resume.node, message)
+
+
+def _built_afresh(fresh) -> str:
+    """A scaler a callee builds and never restores (a FRESH_SCALER effect), for a message."""
+    return f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) then builds afresh"
 
 
 def _statement_of_the_function(site):

@@ -40,6 +40,10 @@ class Effect:
     where: str = ""  # file and line of that function: `utils.py:41`
 
 
+# Modules whose scheduler classes step once per call: the model's roles know them, and the project index
+# follows a class of the project back to one of them through its bases.
+SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")
+
 # In the options a launch of a script gives it (steplint.project.launches, read by steplint.model.options):
 # a launch line that passes variables on where options go, which may give it any option.
 ANY_OPTION = "*"

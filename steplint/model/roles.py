@@ -15,6 +15,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
+from steplint.effects import SCHEDULER_MODULES
 from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
@@ -54,7 +55,6 @@ LOSS_SCALER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler"
 OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimizer_v2", "transformers.AdamW", "transformers.Adafactor",
                        "transformers.optimization.AdamW", "transformers.optimization.Adafactor", "torch.distributed.optim.ZeroRedundancyOptimizer"}
 OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "colossalai.nn.optimizer.")
-SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")  # classes that step once per call
 SCHEDULER_FACTORY_TUPLES = {"timm.scheduler.create_scheduler", "timm.scheduler.create_scheduler_v2"}  # (scheduler, epochs)
 SCHEDULER_BASE_ANNOTATIONS = {"torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler"}
 EMA_CLASSES = {

@@ -23,7 +23,7 @@ from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
-from steplint.model.syntax import assignment_targets, dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import assignment_targets, children, dotted, keyword, last_name, literal, positional, walk_expressions
 from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
@@ -316,6 +316,11 @@ class State:
                 seen.add((effect.via, effect.other))
                 found.append(event)
         return found
+
+    def optimizers_built_in(self, scope: "Scope") -> List[str]:
+        """Keys of the optimizers a function builds (shown by their class): what a resume must restore."""
+        return [key for key, role in self.model.roles.roles.items()
+                if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name]
 
     @cached_property
     def position_resumes(self) -> List["PositionResume"]:
@@ -624,7 +629,7 @@ def _kept_to_itself(model: "ModuleModel", scope: "Scope", name: str) -> bool:
             if parent is None or isinstance(parent, (cst.Comparison, cst.UnaryOperation)) or isinstance(parent, cst.Attribute) and parent.value is node:
                 return True  # (a test of it, `if scaler is not None`, or one of its methods)
             return isinstance(parent, cst.Arg) and project is not None and site is not None and _resolved_call_of(model, parent, site) is not None
-        return all(uses(child, node, site) for child in node.children)
+        return all(uses(child, node, site) for child in children(node))
 
     for node, site in model.structure.statements:
         if site.scope is scope or _inside(site.scope, scope):

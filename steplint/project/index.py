@@ -8,6 +8,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
+from steplint.effects import SCHEDULER_MODULES
 from steplint.project import summary as s
 from steplint.project.context import Callee, ModuleContext
 from steplint.project.launches import Launches
@@ -15,7 +16,6 @@ from steplint.project.launches import Launches
 MAX_DEPTH = 4  # calls of calls followed when composing effects
 _OWN_RETURN = (s.RETURNS_COMMIT, s.RETURNS_REDUCED)  # about the callee's own return value: not passed on
 Target = Tuple[str, s.FunctionSummary, Optional[str]]  # (module path, function, `self` prefix for its self.* places)
-TORCH_SCHEDULERS = "torch.optim.lr_scheduler."  # (the model's roles know these classes; the index, the project's classes built on them)
 
 
 class ProjectIndex:
@@ -258,7 +258,7 @@ class ProjectIndex:
         for base in module.class_bases.get(class_name, ()):
             head, _, rest = base.partition(".")
             qualified = module.imports[head] + (f".{rest}" if rest else "") if head in module.imports else None
-            if qualified is not None and qualified.startswith(TORCH_SCHEDULERS):
+            if qualified is not None and qualified.startswith(SCHEDULER_MODULES):
                 return qualified
             where = self._definition(path, base)
             found = self._torch_scheduler_base(*where, hops - 1) if where is not None and hops else None
