@@ -36,6 +36,7 @@ class Effect:
     rank_guarded: bool = False  # runs on some ranks only
     stored: str = ""  # SAVE: the place saved whole (`torch.save(checkpoint, path)` with `checkpoint` a parameter)
     contents: Dict[str, List[Optional[str]]] = field(default_factory=dict)  # SAVE: checkpoint key -> [place, role] of the stored value
+    named_by: List[str] = field(default_factory=list)  # SAVE: the places its file's path reads (`param:step` in `f"save_step_{step}.pth"`)
     via: str = ""  # the function that does it, for messages: `save_checkpoint`
     where: str = ""  # file and line of that function: `utils.py:41`
 

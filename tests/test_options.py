@@ -70,3 +70,54 @@ def test_an_option_given_under_another_long_name_may_be_on():
     for launched, off in ((["mp"], None), (["lr"], "--precision")):
         model = build_model(Source("train.py", text), cst.parse_module(parser_text(text)), Settings(), ModuleContext("train.py", launch_options=launched))
         assert model.roles.command_line.off_as_run(cst.parse_expression("args.precision is not None"), None) == off
+
+
+# -- options and switches declared outside the module's own parser -------------------------------------
+
+def _model(text: str, context: ModuleContext):
+    return build_model(Source("train.py", text), cst.parse_module(parser_text(text)), Settings(), context)
+
+
+def test_config_key_read_as_false_only_when_every_config_sets_it_false(tmp_path):
+    from steplint.project.launches import read_launches
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "base.json").write_text('{"train": {"fp16_run": false, "epochs": 10}, "data": {"amp": true}}')
+    (tmp_path / "configs" / "asr.yaml").write_text("train_conf:\n    use_fp16: false  # fp32\n    accum_grad: 4\nmodel:\n  amp: false\n")
+    launches = read_launches(str(tmp_path))
+    assert launches.switched_off() == ["train.fp16_run", "train_conf.use_fp16"]  # (`amp` is set true in one file)
+    context = ModuleContext("train.py", **launches.context_of("train.py"))
+    model = _model("import torch\n", context)
+    module = model.structure.scopes[0]
+    lines = model.roles.command_line
+    assert lines.off_as_run(cst.parse_expression("hps.train.fp16_run"), module) == "config:train.fp16_run"
+    assert lines.off_as_run(cst.parse_expression("conf['train_conf']['use_fp16']"), module) == "config:train_conf.use_fp16"
+    assert lines.off_as_run(cst.parse_expression("cfg.model.amp"), module) is None
+    assert lines.off_as_run(cst.parse_expression("fp16_run"), module) is None  # (the config object itself is not named)
+
+
+def test_a_key_a_launch_line_or_the_code_sets_true_is_not_off(tmp_path):
+    from steplint.project.launches import keys_set_true, read_launches
+
+    assert keys_set_true("python train.py ++train_conf.use_fp16=true lr=1e-3") == {"use_fp16"}
+    assert keys_set_true('cfg.AMP.ENABLED = True\nconfig["amp"] = 1\nif x == True: pass\nbuild(fp16_run=True)') == {"ENABLED", "amp", "fp16_run"}
+    (tmp_path / "base.yaml").write_text("train_conf:\n  use_fp16: false\n")
+    (tmp_path / "run.sh").write_text("python train.py ++train_conf.use_fp16=true\n")
+    assert read_launches(str(tmp_path)).switched_off() == []
+
+
+MODULE_GLOBALS = """
+import torch
+dtype = "bfloat16"
+amp_dtype = "float16" if torch.cuda.is_bf16_supported() else "bfloat16"
+exec(open("configurator.py").read())
+scaler = torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))
+"""
+
+
+@pytest.mark.parametrize("contested, given, off", [([], [], "constant:dtype"), (["dtype"], [], None), ([], ["dtype"], None)])
+def test_a_global_set_once_to_a_literal_is_that_literal_unless_a_config_or_launch_may_change_it(contested, given, off):
+    model = _model(MODULE_GLOBALS, ModuleContext("train.py", launch_options=given, contested_globals=contested))
+    module = model.structure.scopes[0]
+    assert model.roles.command_line.off_as_run(cst.parse_expression('dtype == "float16"'), module) == off
+    assert model.roles.command_line.off_as_run(cst.parse_expression('amp_dtype == "float16"'), module) is None

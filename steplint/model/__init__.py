@@ -273,7 +273,7 @@ def model_for(model: ModuleModel, source: Source, project, settings) -> Optional
 def _builds_alike(model: ModuleModel, project, settings) -> bool:
     """Whether build_model(project, settings) gives `model`, built with `model.roles.project`: the
     same settings, the same roles for parameters, no call into a project function that acts or
-    returns a role (no call events, no role flowing), the same classes of the project known as schedulers,
+    returns a role or command-line options (no call events, no role flowing), the same classes of the project known as schedulers,
     the events already in program order (a build
     with a project sorts them), and the same answer for every function whose callers a fact asked."""
     if any(getattr(model.settings, name) != getattr(settings, name) for name in _MODEL_SETTINGS):
@@ -282,9 +282,9 @@ def _builds_alike(model: ModuleModel, project, settings) -> bool:
     contexts = [c for c in (built_with, project) if c is not None]
     if (built_with.parameter_roles if built_with else {}) != (project.parameter_roles if project else {}):
         return False
-    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "configured_options", "scheduler_classes")):
+    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "configured_options", "switched_off_keys", "contested_globals", "scheduler_classes")):
         return False
-    if any(callee.effects or callee.returns or any(callee.returns_each) for context in contexts for callee in context.calls.values()):
+    if any(callee.effects or callee.returns or any(callee.returns_each) or callee.options for context in contexts for callee in context.calls.values()):
         return False
     if any(a.order > b.order for a, b in zip(model.events, model.events[1:])):
         return False

@@ -333,6 +333,13 @@ class Guards:
         for event in self.model.of_kind(SKIPPABLE_STEP):
             if event.gate_var:
                 self._flags[self.model.roles.key(cst.Name(event.gate_var), event.site.scope)] = frozenset({COMMIT_GATE})  # type: ignore[index]
+        raising, stopping = set(), set()
+        for _, site in self.model.structure.statements:
+            for guard in site.guards:
+                if guard.raises:
+                    raising.add(id(guard.test))
+                elif guard.stops and site.loops:
+                    stopping.add(id(guard.test))
         seen = set()
         for _, site in self.model.structure.statements:
             for guard in site.guards:
@@ -340,7 +347,13 @@ class Guards:
                     seen.add(id(guard.test))
                     kinds = self._kinds_of(guard.test, site.scope)
                     # `if torch.isnan(loss): raise`: the run stops, no update is skipped or counted
-                    self._kinds[id(guard.test)] = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS} if guard.raises else kinds
+                    if id(guard.test) in raising:
+                        kinds = kinds - {COMMIT_GATE, GUESSED_GATE, FINITENESS}
+                    # `if torch.isnan(loss): break` in the loop: a stop on divergence, not a stand-in for the commit
+                    # check (an update skipped with a finite loss goes on like a committed one)
+                    elif id(guard.test) in stopping and FINITENESS in kinds:
+                        kinds = kinds - {GUESSED_GATE}
+                    self._kinds[id(guard.test)] = kinds
         # A cadence test that guards the update is the window boundary, and so is a second test of
         # the same condition in the same function (`if n % accum == accum - 1:` again, to log and save).
         windows = set()
@@ -482,9 +495,10 @@ def _prefixes(name: str) -> List[str]:
 
 
 def _also_every_pass(step: "Event", guard: Guard, steps: List["Event"]) -> bool:
-    """The same update (same call, same optimizer) also runs in the same loop outside `guard`: every
-    pass attempts an update, so the cadence runs something extra (an evaluation pass through the
-    training helper), it does not close a window. `steps`: the updates of the step's loop."""
+    """The same update (same call, same optimizer) also runs in the same loop outside `guard`, or on
+    its other side (`if n % k != k - 1: update else: update and more`): every pass attempts an update,
+    so the cadence runs something extra (an evaluation pass through the training helper, a second kind
+    of update), it does not close a window. `steps`: the updates of the step's loop."""
     def same(other: "Event") -> bool:
         return all(
             (a is None and b is None) or (a is not None and b is not None and dotted(a) is not None and dotted(a) == dotted(b))
@@ -492,7 +506,7 @@ def _also_every_pass(step: "Event", guard: Guard, steps: List["Event"]) -> bool:
         )
     return any(
         other is not step and other.site.loop is step.site.loop and step.site.loop is not None and same(other)
-        and all(g.test is not guard.test for g in other.site.guards)
+        and all(g.test is not guard.test or g.negated != guard.negated for g in other.site.guards)
         for other in steps
     )
 

@@ -12,6 +12,11 @@ the same name, as `args` is handed to `train(args)`); the code does not set it (
 `setattr(args, "fp16", ...)`); where the options are copied in from data (`setattr(args, key, value)`,
 `set_defaults(**config)`, `vars(args).update(config)`), no config file of the project sets it true;
 and the project's launch facts were read. Otherwise the flag may be on, as before.
+
+The options may be declared in another module of the project: a function or method that returns what
+its `parse_args()` returned (`args = get_args()`, `opt = Options().parse()`), or the parser itself
+(`parser = get_parser()`, then `parser.parse_args()` here). Its summary hands on that module's
+declarations (`declarations()`), and the caller adopts them for the names it binds to the call.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import libcst as cst
 
 from steplint.effects import ANY_OPTION
 from steplint.model.structure import Structure
-from steplint.model.syntax import assignment_targets, conjuncts, keyword, literal, positional
+from steplint.model.syntax import assignment_targets, conjuncts, dotted, keyword, literal, positional
 
 _PARSE_CALLS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
 
@@ -37,6 +42,12 @@ class CommandLine:
     rewritten: bool = False  # the module writes the parsed options from data (a config it loads), or in code
     given: Optional[Set[str]] = None  # options a launch of the module may give (steplint.project.launches); None: unknown
     configured: Set[str] = field(default_factory=set)  # keys the project's config files set true
+    switched_off: Set[str] = field(default_factory=set)  # config key paths set false in every config file, and never true
+    parsers: Set[str] = field(default_factory=set)  # receivers of `add_argument` as written (`parser`, `self.parser`)
+    module_scope: object = None  # the module's top level, whose bindings are its globals
+    declared_global: Set[str] = field(default_factory=set)  # globals some function declares `global` (and may change)
+    runs_code: bool = False  # the module runs code from text (`exec(open("configurator.py").read())`): its globals may come from config files
+    contested: Set[str] = field(default_factory=set)  # globals the project's modules set to more than one value
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     _option_tested: Dict[int, Optional[str]] = field(default_factory=dict)  # id(guard test) -> its option off as run (each test read once)
 
@@ -58,7 +69,12 @@ class CommandLine:
         """(its value in every run the project shows, the option that decides it), or (..., None)."""
         unknown = (..., None)
         if isinstance(expr, cst.Attribute):
-            return self._option_default(expr)
+            found = self._option_default(expr)
+            return found if found[1] is not None else self._config_default(expr)
+        if isinstance(expr, cst.Subscript):
+            return self._config_default(expr)
+        if isinstance(expr, cst.Name) and scope is not None and depth < 3 and scope.owner_of(expr.value) is None:
+            return self._global_as_run(expr.value, depth)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3:
             owner = scope.owner_of(expr.value)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
@@ -102,6 +118,44 @@ class CommandLine:
             return ..., None
         return default, option_of(test)
 
+    def declarations(self) -> dict:
+        """The options this module declares, as plain data for the summary of a function that returns
+        them or their parser (a default that is not a literal, or is declared twice: `[]`)."""
+        return {
+            "declared": {dest: [] if default is ... else [default] for dest, default in sorted(self.declared.items())},
+            "aliases": {dest: sorted(names) for dest, names in sorted(self.aliases.items())},
+            "rewritten": self.rewritten, "written": sorted(self.written),
+        }
+
+    def adopt(self, declarations: dict) -> None:
+        """Take in the options another module declares (`declarations()` of its command line)."""
+        for dest, default in declarations["declared"].items():
+            self.declared[dest] = ... if dest in self.declared or not default else default[0]
+            self.aliases[dest] = self.aliases.get(dest, set()) | set(declarations["aliases"].get(dest, [dest]))
+        self.rewritten |= declarations["rewritten"]
+        self.written |= set(declarations["written"])
+
+    def _global_as_run(self, name: str, depth: int) -> tuple:
+        """A global the module sets once, to a literal, and no function changes (`dtype = "bfloat16"`):
+        that literal. When the module runs a configurator, only if no launch gives `--dtype` and no module
+        of the project sets it to another value (a config file the configurator runs)."""
+        values = self.bindings.get((id(self.module_scope), name), ())
+        if len(values) != 1 or values[0] is None or name in self.declared_global or literal(values[0]) is ...:
+            return ..., None
+        if self.runs_code and (name in self.given or name in self.contested):
+            return ..., None
+        return literal(values[0]), f"constant:{name}"
+
+    def _config_default(self, expr: cst.BaseExpression) -> tuple:
+        """`hps.train.fp16_run`, `config["amp"]`: false when the config files of the project set that key
+        (the path below the config object), each time, to false, and nothing sets it true."""
+        keys = _key_path(expr)
+        if len(keys) < 2 or keys[-1] in self.written:
+            return ..., None
+        below = ".".join(keys[1:])
+        found = next((p for p in sorted(self.switched_off) if p == below or p.endswith("." + below)), None)
+        return (False, f"config:{found}") if found is not None else (..., None)
+
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
         `if exists(path) and args.resume_optimizer:`); None when it may run."""
@@ -122,6 +176,22 @@ _COMPARISONS = {
 }
 
 
+def _key_path(expr: cst.BaseExpression) -> list:
+    """`hps.train.fp16_run` -> [hps, train, fp16_run]; `cfg["train"]["amp"]` -> [cfg, train, amp]; else []."""
+    keys = []
+    while True:
+        if isinstance(expr, cst.Attribute):
+            keys.append(expr.attr.value)
+            expr = expr.value
+        elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and isinstance(literal(expr.slice[0].slice.value), str):
+            keys.append(literal(expr.slice[0].slice.value))
+            expr = expr.value
+        elif isinstance(expr, cst.Name):
+            return [expr.value] + keys[::-1]
+        else:
+            return []
+
+
 def option_of(test: cst.Attribute) -> str:
     """`args.fp16` -> `--fp16`, as a launch would give it."""
     return "--" + test.attr.value
@@ -129,20 +199,34 @@ def option_of(test: cst.Attribute) -> str:
 
 def read_command_line(structure: Structure, project) -> CommandLine:
     launched = project is not None and project.launch_options is not None
-    found = CommandLine(given=set(project.launch_options) if launched else None, configured=set(project.configured_options) if launched else set())
+    found = CommandLine(given=set(project.launch_options) if launched else None, configured=set(project.configured_options) if launched else set(),
+                        switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set())
+    found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
+    found.declared_global = {name for scope in structure.scopes for name in scope.global_names}
     for call, _ in structure.calls:
         func = call.func
         method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if method == "add_argument":
             _declare(found, call)
+            receiver = dotted(func.value) if isinstance(func, cst.Attribute) else None
+            if receiver is not None:
+                found.parsers.add(receiver)
+        elif method == "exec" or method == "update" and isinstance(func.value, cst.Call) and dotted(func.value.func) == "globals":
+            found.runs_code = True
         elif method in ("set_defaults", "setattr") or method == "update" and _namespace_dict(func.value):
             found.rewritten = True  # (also of other objects: a namespace may be handed to them)
             named = literal(positional(call)[1]) if method == "setattr" and len(positional(call)) > 1 else None
             if isinstance(named, str):
                 found.written.add(named)  # `setattr(args, "fp16", True)`
+    adopted = {}
     for node, site in structure.statements:
         if isinstance(node, cst.Assign):
             value = node.value
+            callee = project.callee(value, site.scope) if project is not None and isinstance(value, cst.Call) else None
+            if callee is not None and callee.options is not None:  # `args = get_args()`, `parser = build_parser()`
+                adopted[callee.where] = callee.options
+                if callee.returns_options == RETURNS_PARSED:
+                    found.parsed_names.update(t.value for t in assignment_targets(node) if isinstance(t, cst.Name))
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS:
                 if positional(value):
                     found.rewritten = True  # options written in the code (`parse_args(["--fp16"])`)
@@ -158,7 +242,23 @@ def read_command_line(structure: Structure, project) -> CommandLine:
             elif isinstance(target, cst.Name):
                 plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
                 found.bindings.setdefault((id(site.scope), target.value), []).append(node.value if plain else None)
+    for declarations in adopted.values():
+        found.adopt(declarations)
     return found
+
+
+RETURNS_PARSED = "parsed"  # a function returns what `parse_args()` returned
+RETURNS_PARSER = "parser"  # ... or the parser its options are declared on
+
+
+def returned_options(command_line: CommandLine, value: cst.BaseExpression) -> Optional[str]:
+    """Whether a returned value is the parsed options (RETURNS_PARSED) or their parser (RETURNS_PARSER)."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS and not positional(value):
+        return RETURNS_PARSED if command_line.declared else None
+    written = dotted(value)
+    if written in command_line.parsed_names and command_line.declared:
+        return RETURNS_PARSED
+    return RETURNS_PARSER if written in command_line.parsers else None
 
 
 def _declare(found: CommandLine, call: cst.Call) -> None:

@@ -87,7 +87,7 @@ class Role:
     engine_owned: bool = False  # returned by deepspeed.initialize(...): the engine steps it
     enabled: object = ...  # a scaler's literal `enabled=`; `...` when not literal
     enabled_by: Optional[str] = None  # a scaler's `enabled=` when it is a name or attribute (`use_amp`, `args.fp16`)
-    off_as_run: Optional[str] = None  # the option (`--amp`) that would turn its loss scaling on, which no launch gives
+    off_as_run: Optional[str] = None  # what keeps its loss scaling off as run: an option no launch gives (`--amp`), `config:KEY`, `constant:NAME`
     fused: bool = False  # an optimizer built with fused=True
     metric: bool = False  # ReduceLROnPlateau: stepped with a metric
     mixed_precision: object = ...  # literal mixed_precision of the Accelerator (or the one that prepared it); None: not given

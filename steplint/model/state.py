@@ -102,10 +102,23 @@ class State:
 
     def named_after(self, save: Event) -> Set[str]:
         """Keys the path a save writes to reads: in the path itself (`f"opt{step:06d}.pt"`), or in what
-        the names in it were set to (`folder = join(out, "ckpt-%d" % step)`, then `join(folder, "optim.pt")`)."""
+        the names in it were set to (`folder = join(out, "ckpt-%d" % step)`, then `join(folder, "optim.pt")`);
+        through a helper that names the file after what it is handed (`save_network(net, opt, step, dir)`
+        writing `f"save_step_{step}.pth"`), what the caller hands it."""
+        scope = save.site.scope
+        keys = {key for path in self.path_expressions(save) for key in self.model.keys_in(path, scope)}
+        context = self.model.roles.project
+        callee = context.callee(save.node, scope) if save.via is not None and save.via.named_by and context is not None else None
+        for where in save.via.named_by if callee is not None else ():
+            handed = context.argument(callee, where, save.node, scope)
+            keys |= self.model.keys_in(handed, scope) if handed is not None else set()
+        return keys
+
+    def path_expressions(self, save: Event) -> List[cst.BaseExpression]:
+        """The expressions the path of a save is made of (see named_after)."""
         call, scope = save.node, save.site.scope
         if not isinstance(call, cst.Call):
-            return set()
+            return []
         assignments = _assignments_to(self.model)
 
         def spelled(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
@@ -122,7 +135,7 @@ class State:
         else:  # through a helper: the text it is handed beside the objects (`save(model, opt, f"ckpt-{step}")`)
             handed = [spelled(a.value) for a in call.args]
             paths = [e for each in handed if any(isinstance(s, (cst.SimpleString, cst.FormattedString)) for e in each for s in walk_expressions(e)) for e in each]
-        return {key for path in paths for key in self.model.keys_in(path, scope)}
+        return paths
 
     def _passed_for(self, scope: "Scope", parameter: str) -> Set[str]:
         """Keys read by what every call of a function of this module passes for one of its parameters:

@@ -15,6 +15,7 @@ from steplint.model.syntax import import_bindings, walk_expressions
 
 LoopNode = Union[cst.For, cst.While]
 EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)  # statements that end a pass early
+_STOPS = (cst.Break, cst.Return)  # ... and with it the loop they run in
 
 
 @dataclass(eq=False)
@@ -62,6 +63,7 @@ class Guard:
     statement: cst.CSTNode
     early_exit: bool = False
     raises: bool = False  # the guarded branch ends in `raise`: the run stops there, nothing is skipped
+    stops: bool = False  # ... or in `break` or `return`: the loop it runs in stops there (if inside one)
 
 
 @dataclass(eq=False)
@@ -256,12 +258,13 @@ def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
     if isinstance(inner, cst.If) and inner.orelse is None and ends_in(inner.body, EXITS):
         # `if accum != 1: if step % accum != 0: return`: past it, the inner test failed wherever the
         # outer one held, and where it did not (no accumulation) every batch ends a window anyway
-        return Guard(inner.test, True, inner, early_exit=True, raises=ends_in(inner.body, (cst.Raise,)))
+        return Guard(inner.test, True, inner, early_exit=True, raises=ends_in(inner.body, (cst.Raise,)), stops=ends_in(inner.body, _STOPS))
     if statement.orelse is None:
         if ends_in(statement.body, EXITS):
-            return Guard(statement.test, True, statement, early_exit=True, raises=ends_in(statement.body, (cst.Raise,)))
+            return Guard(statement.test, True, statement, early_exit=True, raises=ends_in(statement.body, (cst.Raise,)), stops=ends_in(statement.body, _STOPS))
     elif isinstance(statement.orelse, cst.Else) and ends_in(statement.orelse.body, EXITS) and not ends_in(statement.body, EXITS):
-        return Guard(statement.test, False, statement, early_exit=True, raises=ends_in(statement.orelse.body, (cst.Raise,)))
+        return Guard(statement.test, False, statement, early_exit=True, raises=ends_in(statement.orelse.body, (cst.Raise,)),
+                     stops=ends_in(statement.orelse.body, _STOPS))
     return None
 
 

@@ -26,8 +26,8 @@ MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is 
 MAX_FILE_BYTES = 1_000_000
 CACHE_DIR_NAME = ".steplint_cache"
 # A module without any of these words has no step effect to summarise (and no call that passes one on,
-# no `import *` that re-exports one). (Substring tests: many times faster than one regex of them all.)
-_SUMMARY_WORDS = (".step(", "save", "load_state_dict", "clip_grad", ".backward(", "all_reduce", "all_gather", "reduce_", "optim.", "lr_scheduler", "import *")
+# no `import *` that re-exports one, no command-line options another module may test). (Substring tests: many times faster than one regex of them all.)
+_SUMMARY_WORDS = (".step(", "save", "load_state_dict", "clip_grad", ".backward(", "all_reduce", "all_gather", "reduce_", "optim.", "lr_scheduler", "import *", "add_argument")
 _INCREMENT = re.compile(r"\+= *1\b")
 
 
@@ -72,16 +72,22 @@ def project_files(path: str, limit: int = MAX_PROJECT_FILES) -> tuple:
     unmarked folder (a script in /tmp) only with its packages, not every folder below it."""
     marked = _marked_root(path)
     root = marked or _package_root(path)
+    return (root, *python_files_under(root, whole=marked is not None, limit=limit))
+
+
+def python_files_under(root: str, whole: bool = True, limit: int = MAX_PROJECT_FILES) -> tuple:
+    """(the Python files under `root`, whether some were left out): every folder but the default-excluded
+    ones, or (`whole` false) only its packages."""
     found: List[str] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")
-                         and (marked or os.path.isfile(os.path.join(folder, d, "__init__.py"))))
+                         and (whole or os.path.isfile(os.path.join(folder, d, "__init__.py"))))
         for name in sorted(files):
             if name.endswith(".py"):
                 if len(found) == limit:
-                    return root, found, True
+                    return found, True
                 found.append(os.path.join(folder, name))
-    return root, found, False
+    return found, False
 
 
 def index_for_run(
@@ -127,19 +133,42 @@ def build_index(
     from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
     store = SummaryStore(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
     analysed = list(analysed)
-    found = module_texts(paths, root, texts)
+    every = read_modules(paths, root, texts)
+    found = {relative: text for relative, text in every.items() if summarized(relative, text)}
     kept = {relative: path for path in analysed if (relative := relative_path(path, root)) in found}
+    launches = launch_facts(root, every)
     if analysed:  # a run's lints learn nothing from modules not connected to theirs
         found = {relative: found[relative] for relative in connected_modules(found, kept)}
-    built = index_modules(found, root, settings, store, kept, pool)
+    built = index_modules(found, root, settings, store, kept, pool, launches)
     if store is not None:
         store.flush()
     return built
 
 
+def launch_facts(root: str, texts: Dict[str, str]) -> Launches:
+    """The launch facts of the project under `root`, with what the code of its modules (`texts`, by
+    relative path) sets: config keys set true, the values of globals."""
+    launches = read_launches(root)
+    for text in texts.values():
+        launches.note_code(text)
+    if any("exec(" in text for text in texts.values()):
+        # A script that runs a configurator (`exec(open("configurator.py").read())`) takes its globals from
+        # Python config files the run may not lint, and that it need not import: the project's other files
+        # say which globals they set.
+        others = [p for p in python_files_under(root)[0] if relative_path(p, root) not in texts]
+        for text in read_modules(others, root).values():
+            launches.note_code(text)
+    return launches
+
+
 def module_texts(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """Relative path -> text of the files `paths` that can hold a step effect (others are left
     out of the index); `texts` gives the text of files not to read from disk."""
+    return {relative: text for relative, text in read_modules(paths, root, texts).items() if summarized(relative, text)}
+
+
+def read_modules(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Relative path -> text of each of the files `paths` that reads (`texts`: of files not to read from disk)."""
     texts = texts or {}
     found: Dict[str, str] = {}
     for path in paths:
@@ -154,8 +183,7 @@ def module_texts(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]
                 text = read_text(path).text
             except (OSError, FileError):
                 continue
-        if summarized(relative, text):
-            found[relative] = text
+        found[relative] = text
     return found
 
 
@@ -180,7 +208,7 @@ def index_modules(
 
     settings = settings or Settings()
     kept = kept or {}
-    launches = read_launches(root) if launches is None else launches  # (a module's effects are those of its runs: with the options they are given)
+    launches = launch_facts(root, texts) if launches is None else launches  # (a module's effects are those of its runs: with the options they are given)
     summaries = _summaries({relative: (text, _launched(relative, launches)) for relative, text in texts.items()}, settings, store, kept, pool)
     index = ProjectIndex(summaries, launches)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):

@@ -29,6 +29,8 @@ class Callee:
     self_prefix: Optional[str] = None  # its `self.x` is the caller's `self.<prefix>x` (None: not the caller's self)
     returns_each: List[Optional[str]] = field(default_factory=list)  # the role of each value of a tuple it returns
     returns_none_at: List[int] = field(default_factory=list)  # positions of that tuple that may hold None
+    returns_options: Optional[str] = None  # it returns command-line options (or their parser) its module declares ...
+    options: Optional[dict] = None  # ... these (steplint.model.options.CommandLine.declarations)
 
 
 @dataclass
@@ -45,6 +47,8 @@ class ModuleContext:
     # show (steplint.project.launches; `-` written `_`, "*" for any); None: no launch facts read.
     launch_options: Optional[List[str]] = None
     configured_options: List[str] = field(default_factory=list)  # keys the project's config files set true
+    switched_off_keys: List[str] = field(default_factory=list)  # config key paths set false, each time, and never true (`train.fp16_run`)
+    contested_globals: List[str] = field(default_factory=list)  # globals the project's modules set to more than one value
     scheduler_classes: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler its class of the project derives from
 
     def fingerprint(self) -> str:

@@ -230,6 +230,7 @@ class ProjectIndex:
                 calls[f"{function.name}|{call.callee}"] = Callee(
                     callee.name, f"{target_path}:{callee.line}", list(callee.params), self.effects(target_path, callee.name),
                     callee.returns, prefix, list(callee.returns_each), list(callee.returns_none_at),
+                    callee.returns_options, self.modules[target_path].command_line if callee.returns_options else None,
                 )
         roles = self.parameter_roles(path)
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
@@ -410,6 +411,7 @@ def _through_call(effect: s.Effect, call: s.CallRecord, target: s.FunctionSummar
         other=argument_place(effect.other, call, target, self_prefix),
         stored=argument_place(effect.stored, call, target, self_prefix) if effect.stored != "kwargs" else "",
         contents=contents,
+        named_by=[place for where in effect.named_by if (place := argument_place(where, call, target, self_prefix))],
         looped=effect.looped or call.looped,
         rank_guarded=effect.rank_guarded or call.rank_guarded,
     )

@@ -7,16 +7,19 @@ shell and job scripts, READMEs and docs, configs, notebooks, Makefiles. A line t
 that script the options written on it; a line that passes variables on (`$@`, `$ARGS`) may give it
 any. A script no line names may be run with any option the launch files mention anywhere (a README
 that says "add --fp16"). Config files tell which keys they set true (`amp: true`), for a script that
-copies a config into its options.
+copies a config into its options, and which keys they only ever set false (`train: {fp16_run: false}`):
+a run reads such a key (`hps.train.fp16_run`) as false, unless a launch line sets it
+(`train.fp16_run=true`, as Hydra takes it) or the project's code does (`fp16_run=True`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from steplint.effects import ANY_OPTION
 from steplint.files import SKIPPED_DIRS
@@ -31,6 +34,16 @@ _PRIORITY = {".md": 1, ".rst": 1, ".txt": 2, ".ipynb": 2, ".yaml": 3, ".yml": 3,
 
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".cfg", ".ini", ".toml")
 _SET_TRUE = re.compile(r"""^[ \t]*["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*(?:true|True|TRUE|yes|Yes|on|1)\b""", re.M)
+_TRUE_WORDS = ("true", "yes", "on", "1")
+_FALSE_WORDS = ("false", "no", "off", "0", "null", "none", "~", "")
+_YAML_KEY = re.compile(r"""^([ \t]*)["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*([^#\n]*)""")
+_SECTION = re.compile(r"^[ \t]*\[+[ \t]*([\w.-]+)[ \t]*\]+")
+# `key=true` as a word of a launch line (Hydra's `++train_conf.use_fp16=true`), or set true in the code
+# (`fp16_run=True`, `cfg.amp = True`, `config["amp"] = True`): found by the value, then the key before it
+# (led by a literal: 15x faster than one pattern that starts at every word)
+_TRUE_VALUE = re.compile(r"=[ \t]*(?:true|True|1)\b")
+_KEY_BEFORE = re.compile(r"""([A-Za-z_][\w-]*)["']?\]?[ \t]*$""")
+_TOP_LEVEL_SET = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n#=][^\n#]*)", re.M)
 _CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as written inside a notebook's JSON)
 _SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
 _MODULE = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
@@ -47,6 +60,27 @@ class Launches:
     by_script: Dict[str, List[Tuple[str, Set[str]]]] = field(default_factory=dict)  # file name -> (path as written, options) per line
     mentioned: Set[str] = field(default_factory=set)
     configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
+    config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
+    set_true: Set[str] = field(default_factory=set)  # last keys set true anywhere: a config, a launch line, the code
+
+    def switched_off(self) -> List[str]:
+        """Key paths the config files set, each time, to false, and nothing sets true."""
+        return sorted(p for p in self.config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in self.set_true | self.configured)
+
+    globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
+    _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
+
+    def note_code(self, text: str) -> None:
+        """The keys a module of the project sets true in its code (a config's defaults, an override), and
+        the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
+        self._shared = None
+        self.set_true.update(keys_set_true(text))
+        for match in _TOP_LEVEL_SET.finditer(text):
+            self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
+
+    def contested_globals(self) -> List[str]:
+        """Globals the project's modules set to more than one value."""
+        return sorted(name for name, values in self.globals_set.items() if len(values) > 1)
 
     def options_for(self, relative: str) -> List[str]:
         """The options a run of the module at `relative` (a project path) may be given: those of the
@@ -62,7 +96,9 @@ class Launches:
 
     def context_of(self, relative: str) -> Dict[str, object]:
         """The launch fields of the module's ModuleContext."""
-        return {"launch_options": self.options_for(relative), "configured_options": sorted(self.configured)}
+        if self._shared is None:  # (the same for every module: computed once per index)
+            self._shared = {"configured_options": sorted(self.configured), "switched_off_keys": self.switched_off(), "contested_globals": self.contested_globals()}
+        return {"launch_options": self.options_for(relative), **{name: list(value) for name, value in self._shared.items()}}
 
 
 def _same_file(written: str, relative: str) -> bool:
@@ -91,7 +127,62 @@ def read_launches(root: str) -> Launches:
         add_launch_text(found, text)
         if path.endswith(_CONFIG_SUFFIXES):
             found.configured.update(m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text))
+            _read_config_keys(found, text, path.endswith(".json"))
     return found
+
+
+def keys_set_true(text: str) -> Set[str]:
+    """The keys `text` sets true as `key=true`, `key = True`, `cfg["key"] = 1` (`-` written `_`)."""
+    found = set()
+    for match in _TRUE_VALUE.finditer(text):
+        if text[match.start() - 1:match.start()] not in ("=", "!", "<", ">"):  # (not `==`, `!=`, `<=`, `>=`)
+            key = _KEY_BEFORE.search(text, max(0, match.start() - 100), match.start())
+            if key is not None:
+                found.add(key.group(1).replace("-", "_"))
+    return found
+
+
+def _read_config_keys(found: Launches, text: str, is_json: bool) -> None:
+    """The key paths a config file sets true or false (JSON parsed; YAML, TOML, INI read by their
+    indentation and sections)."""
+    def note(path: str, value: object) -> None:
+        word = str(value).strip().strip("\"'").lower()
+        if word in _TRUE_WORDS:
+            found.set_true.add(path.rsplit(".", 1)[-1].replace("-", "_"))
+        elif word in _FALSE_WORDS and (value is not None or not is_json):
+            found.config_false.add(path)
+
+    if is_json:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return
+        pending = [("", data)]
+        while pending:
+            prefix, value = pending.pop()
+            if isinstance(value, dict):
+                pending.extend((f"{prefix}{k}.", v) for k, v in value.items() if isinstance(k, str))
+            elif isinstance(value, bool) or isinstance(value, int) and value in (0, 1):
+                note(prefix[:-1], value)
+        return
+    parents: List[Tuple[int, str]] = []  # (indent, key) of the enclosing mappings
+    section = ""
+    for line in text.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section, parents = header.group(1) + ".", []
+            continue
+        match = _YAML_KEY.match(line)
+        if not match:
+            continue
+        indent, key, value = len(match.group(1).expandtabs()), match.group(2), match.group(3).strip()
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        path = section + "".join(f"{k}." for _, k in parents) + key
+        if value:
+            note(path, value)
+        else:
+            parents.append((indent, key))
 
 
 def add_launch_text(found: Launches, text: str) -> None:
@@ -101,6 +192,7 @@ def add_launch_text(found: Launches, text: str) -> None:
         if assigned:
             variables[assigned.group(1)] = assigned.group(2).strip("\"'")
         line = _VARIABLE.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), line)
+        found.set_true.update(keys_set_true(line))
         if "--" not in line and ".py" not in line and "-m" not in line:
             continue
         options = {m.group(1).replace("-", "_") for m in _OPTION.finditer(line)}

@@ -80,7 +80,9 @@ def _imported(text: str) -> Iterator[str]:
     for match in _IMPORT.finditer(text):
         within = bisect.bisect_right(starts, match.start()) - 1
         if _word_start(text, match.start()) and (within < 0 or spans[within][1] <= match.start()):  # (not a `from X import`)
-            yield from _names(match.group(1))
+            for name in _names(match.group(1)):  # (`import a.b` binds `a` too: a call through `a.x` reaches a/__init__.py)
+                parts = name.split(".")
+                yield from (".".join(parts[:end]) for end in range(1, len(parts) + 1))
 
 
 def _word_start(text: str, index: int) -> bool:

@@ -23,6 +23,7 @@ from steplint.model import (
 )
 from steplint.model.events import CALL, copies_live_state
 from steplint.model.guards import COMMIT_GATE, RANK
+from steplint.model.options import returned_options
 from steplint.model.roles import SCHEDULER, STATEFUL_MODULES
 from steplint.model.structure import Scope, Site
 from steplint.model.state import reads_an_entry
@@ -126,6 +127,8 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
             _returns(model, node.value, site, function)
         elif isinstance(node, (cst.Assign, cst.AnnAssign)) and site.scope.class_name:
             _attribute_class(node, site.scope, summary.attribute_classes.setdefault(site.scope.class_name, {}))
+    if any(f.returns_options for f in summary.functions.values()):
+        summary.command_line = model.roles.command_line.declarations()
     return summary
 
 
@@ -155,7 +158,9 @@ def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
     if event.kind == COLLECTIVE and isinstance(event.node, cst.Call) and event.node.args:
         return s.Effect(s.REDUCE, place(event.node.args[0].value, scope), **flags)
     if event.kind == CHECKPOINT_SAVE and model.roles.qualified(event.node.func, scope) == "torch.save" and event.node.args:
-        return s.Effect(s.SAVE, stored=_stored_place(event.node.args[0], scope), contents=_contents(model, event), **flags)
+        named_by = sorted({where for path in model.state.path_expressions(event) for sub in walk_expressions(path)
+                           if isinstance(sub, cst.Name) and (where := place(sub, scope)).startswith("param:")})
+        return s.Effect(s.SAVE, stored=_stored_place(event.node.args[0], scope), contents=_contents(model, event), named_by=named_by, **flags)
     return None
 
 
@@ -246,7 +251,8 @@ def _local_class_of(model: ModuleModel, head: str, scope: Scope) -> Optional[str
     """The callee that built local `head` of the function holding `scope`, if it names a class or
     function of the project (an import from outside the libraries, or a definition of the module)."""
     top = top_scope(scope)
-    if head == "self" or top.name == "<module>" or scope.owner_of(head) is not top:
+    at_module_level = top.name == "<module>" and head in top.local_names  # (a global the module builds, `trainer = Trainer(cfg)`)
+    if head == "self" or not at_module_level and scope.owner_of(head) is not top:
         return None
     built = _built_locals(model, top).get(head)
     if not built:
@@ -289,6 +295,9 @@ def _returns(model: ModuleModel, value: cst.BaseExpression, site: Site, function
         function.returns = role.kind
     if isinstance(value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
         _returns_each(model, value, scope, function)
+    options = returned_options(model.roles.command_line, value)
+    if options is not None:
+        function.returns_options = options
     if isinstance(value, cst.Name) and COMMIT_GATE in model.guards.flag_kinds(value, scope):
         function.effects.append(s.Effect(s.RETURNS_COMMIT, via=function.name))
     if any(e.node is value for e in model.of_kind(SKIPPABLE_STEP) if e.strategy != CALL and e.site is site):

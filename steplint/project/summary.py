@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 4  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 5  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -53,6 +53,7 @@ class FunctionSummary:
     class_name: Optional[str] = None
     returns_class: Optional[str] = None  # the class its instances come from: `-> Optimizers`, `return Optimizers(...)`
     local_classes: Dict[str, str] = field(default_factory=dict)  # local -> the callee that built it (`ckpt = CheckPoint(dir)`), as written
+    returns_options: Optional[str] = None  # it returns the module's parsed command-line options, or their parser (steplint.model.options)
 
 
 @dataclass
@@ -65,6 +66,7 @@ class ModuleSummary:
     switched_on: List[str] = field(default_factory=list)  # "callee|keyword": a call passes the keyword a value that may be true
     resumes: bool = False  # the module can resume a run (restores an optimizer's state, or through a framework)
     class_bases: Dict[str, List[str]] = field(default_factory=dict)  # class -> its base classes, as written
+    command_line: Optional[dict] = None  # the options it declares, when a function returns them (CommandLine.declarations)
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
@@ -77,4 +79,5 @@ class ModuleSummary:
         return ModuleSummary(
             data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ())),
             list(data.get("switched_on", ())), bool(data.get("resumes", False)), {k: list(v) for k, v in data.get("class_bases", {}).items()},
+            data.get("command_line"),
         )

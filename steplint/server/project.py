@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Dict, Iterable, List, Optional
 
-from steplint.project.build import SummaryStore, index_modules, module_texts, project_files, project_root, relative_path, summarized
-from steplint.project.launches import read_launches
+from steplint.project.build import SummaryStore, index_modules, launch_facts, module_texts, project_files, project_root, read_modules, relative_path, summarized
 from steplint.pool import Pool
 from steplint.project.context import ModuleContext
 
@@ -24,8 +23,9 @@ class ServerProject:
     def __init__(self, root: str, files: Iterable[str], open_texts: Dict[str, str], cache_dir: Optional[str]) -> None:
         self.root = root
         self.store = SummaryStore(cache_dir) if cache_dir else None
-        self.texts = module_texts(files, root, open_texts)  # relative path -> text, of the summarised modules
-        self.launches = read_launches(root)  # (read once: an edited launch script is seen by the next server)
+        every = read_modules(files, root, open_texts)
+        self.texts = {relative: text for relative, text in every.items() if summarized(relative, text)}  # of the summarised modules
+        self.launches = launch_facts(root, every)  # (read once: an edited launch script is seen by the next server)
         with Pool(os.cpu_count() or 1) as pool:
             self._reindex(pool)
         if self.store is not None:
