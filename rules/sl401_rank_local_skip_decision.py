@@ -1,7 +1,8 @@
 """## What it does
 In distributed code (torch.distributed, DDP, FSDP, accelerate, DeepSpeed), finds a decision whether
 to step that each rank takes from its own loss or gradients (`if not torch.isfinite(loss):
-continue`) without a collective on the decision or its inputs.
+continue`) without a collective on the decision or its inputs; also such a test after the step
+whose branch leaves the training loop (`if torch.isnan(loss): break`).
 
 ## Why is this bad?
 Each rank sees its own micro-batch. When one rank's loss is NaN and the others' are not, that rank
@@ -39,6 +40,7 @@ import libcst as cst
 
 from steplint.model import COLLECTIVE, OPTIMIZER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import FINITENESS
+from steplint.model.structure import ends_in
 from steplint.model.syntax import dotted, literal
 from steplint.rule import Finding, rule
 
@@ -49,19 +51,40 @@ def check(model):
     reported = set()
     for step in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
         for guard in model.guards.of_kind(step.site, FINITENESS):
-            if id(guard.test) in reported or _reduced(model, guard, step):
+            if id(guard.test) in reported or _reduced(model, guard.test, step.site.scope):
                 continue
             reported.add(id(guard.test))
             message = f"`{model.text.of(guard.test)}` is decided by each rank from its own values: ranks that disagree skip different steps (or hang in the all-reduce); all-reduce the flag with MIN first"
             yield Finding(guard.test, message)
+        for test in _loop_exits_after(model, step):
+            if id(test) in reported or _reduced(model, test, step.site.scope):
+                continue
+            reported.add(id(test))
+            message = (f"`{model.text.of(test)}` is decided by each rank from its own values, and ends the training loop: a rank that stops"
+                       " alone leaves the others waiting in the next all-reduce; all-reduce the flag with MIN first")
+            yield Finding(test, message)
 
 
-def _reduced(model, guard, step):
+def _loop_exits_after(model, step):
+    """Rank-local finiteness tests after the step, in its loop, whose branch leaves the loop
+    (`if torch.isnan(loss): break`): no later step of that loop runs on that rank."""
+    seen = set()
+    for _, site in model.structure.statements:
+        if site.scope is not step.site.scope or site.loop is not step.site.loop or step.site.loop is None or site.order < step.site.order:
+            continue
+        for guard in site.guards:
+            exit_ = guard.statement
+            if (isinstance(exit_, cst.If) and guard.test is exit_.test and id(exit_) not in seen and ends_in(exit_.body, (cst.Break, cst.Return))
+                    and FINITENESS in model.guards.test_kinds(exit_.test)):
+                seen.add(id(exit_))
+                yield exit_.test
+
+
+def _reduced(model, test, scope):
     """The checked values went through a collective: gradients or their norm (the model's
     `same_on_every_rank`), or a value passed to `all_reduce`/`gather` earlier in the same function, or the value a reducing
     helper returned (`loss_value = reduce_mean(loss)`)."""
-    scope = step.site.scope
-    return _global(model, guard.test, scope, model.order_of_expression(guard.test) or 0) or _flag_set_globally(model, guard.test, scope)
+    return _global(model, test, scope, model.order_of_expression(test) or 0) or _flag_set_globally(model, test, scope)
 
 
 def _global(model, test, scope, order):

@@ -15,7 +15,7 @@ from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
-from steplint.source import Source, parse_python, parser_text
+from steplint.source import Source, code_text, parse_python, parser_text
 from steplint.suppress import Comments, comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
@@ -69,9 +69,19 @@ def import_analysis() -> None:
 
 
 def needs_analysis(text: str) -> bool:
-    """The prefilter: whether the text can hold anything a rule reports (or a noqa to check)."""
+    """The prefilter: whether the text can hold anything a rule reports (or a noqa to check). The words
+    count in the code only, not in comments and docstrings (searched only when the whole text has them)."""
     lowered = text.lower()
-    if any(word in lowered for word in _CANDIDATES) or ("noqa" in lowered and _NOQA_CODES.search(lowered)):
+    if "noqa" in lowered and _NOQA_CODES.search(lowered):
+        return True
+    if not _candidate(text, lowered):
+        return False
+    code = code_text(text)
+    return _candidate(code, code.lower())
+
+
+def _candidate(text: str, lowered: str) -> bool:
+    if any(word in lowered for word in _CANDIDATES):
         return True
     return (
         "save" in lowered

@@ -12,6 +12,25 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 # LibCST (like the tokenizer) breaks lines only on these; str.splitlines() knows more separators.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# Comments and strings, in one left-to-right scan (a `#` in a string, a quote in a comment are theirs):
+# a comment unnamed, the first quote of a triple-quoted string as group 1 or 2, a one-line string as group 3.
+# (Loops unrolled: 1.5x faster. re.S: a backslash may escape a line break. A string's prefix, `r"""`, is
+# left to the code: matching it would make every letter a place to try.)
+_LEXEMES = re.compile(
+    r"#[^\n]*"
+    r'|(")""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""'
+    r"|(')''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
+    r"""|("[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*')""",
+    re.S,
+)
+
+
+def code_text(text: str) -> str:
+    """`text` without its comments and with its triple-quoted strings (docstrings, usage examples) emptied
+    (`""`): what the prefilters search, so that `optimizer.step()` in a docstring sends no module to analysis."""
+    return _LEXEMES.sub(r"\3\1\1\2\2", text)  # (a template, not a function: replaced in C)
+
+
 # Leading whitespace up to its last form feed: Python's tokenizer resets the indentation column at a
 # form feed, LibCST's does not (it rejects a nested block so indented, and drops the character).
 _FORM_FEED_INDENT = re.compile(r"(?:^|(?<=[\r\n]))[ \t\f]*\f")

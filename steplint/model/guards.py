@@ -162,7 +162,11 @@ class Guards:
 
     def kinds(self, guard: Guard) -> FrozenSet[str]:
         """What a guard's test means for the step: commit gate, window boundary, cadence, rank test, ..."""
-        return self._kinds.get(id(guard.test), frozenset())
+        return self.test_kinds(guard.test)
+
+    def test_kinds(self, test: cst.BaseExpression) -> FrozenSet[str]:
+        """What the test of an `if` (or of a guard) means for the step."""
+        return self._kinds.get(id(test), frozenset())
 
     def of_kind(self, site: Site, *kinds: str) -> List[Guard]:
         """The guards of a statement with one of `kinds`, outermost first."""

@@ -20,7 +20,7 @@ from steplint.project.index import ProjectIndex
 from steplint.project.launches import Launches, read_launches
 from steplint.project.reach import connected_modules
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
-from steplint.source import Source, parse_python, parser_text
+from steplint.source import Source, code_text, parse_python, parser_text
 
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
@@ -149,15 +149,17 @@ def launch_facts(root: str, texts: Dict[str, str]) -> Launches:
     """The launch facts of the project under `root`, with what the code of its modules (`texts`, by
     relative path) sets: config keys set true, the values of globals."""
     launches = read_launches(root)
-    for text in texts.values():
-        launches.note_code(text)
-    if any("exec(" in text for text in texts.values()):
-        # A script that runs a configurator (`exec(open("configurator.py").read())`) takes its globals from
-        # Python config files the run may not lint, and that it need not import: the project's other files
-        # say which globals they set.
+    # (each note only where it can matter: keys set true against keys a config sets false; the values of
+    # globals for a script that runs a configurator, `exec(open("configurator.py").read())`)
+    keys, globals_ = bool(launches.config_false), any("exec(" in text for text in texts.values())
+    for text in texts.values() if keys or globals_ else ():
+        launches.note_code(text, keys, globals_)
+    if globals_:
+        # Such a script takes its globals from Python config files the run may not lint, and that it need
+        # not import: the project's other files say which globals they set.
         others = [p for p in python_files_under(root)[0] if relative_path(p, root) not in texts]
         for text in read_modules(others, root).values():
-            launches.note_code(text)
+            launches.note_code(text, keys, globals_)
     return launches
 
 
@@ -188,11 +190,13 @@ def read_modules(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]
 
 
 def summarized(relative: str, text: str) -> bool:
-    """Whether a module's text can hold a step effect (or re-export one, as a package's __init__)."""
-    return (
-        any(word in text for word in _SUMMARY_WORDS) or "scaler" in text.lower() or _INCREMENT.search(text) is not None
-        or relative.endswith("__init__.py")
-    )
+    """Whether a module's text can hold a step effect (or re-export one, as a package's __init__): the
+    words count in its code, not in comments and docstrings (searched only when the whole text has them)."""
+    return relative.endswith("__init__.py") or _summary_words(text) and _summary_words(code_text(text))
+
+
+def _summary_words(text: str) -> bool:
+    return any(word in text for word in _SUMMARY_WORDS) or "scaler" in text.lower() or _INCREMENT.search(text) is not None
 
 
 def index_modules(

@@ -70,12 +70,13 @@ class Launches:
     globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
 
-    def note_code(self, text: str) -> None:
+    def note_code(self, text: str, keys: bool = True, globals_: bool = True) -> None:
         """The keys a module of the project sets true in its code (a config's defaults, an override), and
         the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
         self._shared = None
-        self.set_true.update(keys_set_true(text))
-        for match in _TOP_LEVEL_SET.finditer(text):
+        if keys:
+            self.set_true.update(keys_set_true(text))
+        for match in _TOP_LEVEL_SET.finditer(text) if globals_ else ():
             self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
 
     def contested_globals(self) -> List[str]:
