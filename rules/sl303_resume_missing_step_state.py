@@ -78,19 +78,24 @@ def check(model):
     saved = model.state.saved_under
     restored = model.state.restored_from_checkpoint
     reported = set()
-    # a function of this module that restores the optimizer itself is where its resume is reported,
-    # not again at each call that reaches it (`train()` -> `before_train()` -> `resume_train()`)
-    restoring_here = {load.site.scope.name for load in loads if load.via is None and load.role.kind == OPTIMIZER}
+    # a function of this module that restores the optimizer itself is where its resume is reported, for
+    # the state it holds, not again at each call that reaches it (`train()` -> `before_train()` ->
+    # `resume_train()`); a caller that holds more (a scaler the helper never sees) is told of that at the call
+    restoring_here = {load.site.scope.name: load.site.scope for load in loads if load.via is None and load.role.kind == OPTIMIZER}
     for load in loads:
-        if load.role.kind != OPTIMIZER or (load.via is not None and load.via.via in restoring_here):
+        if load.role.kind != OPTIMIZER:
             continue
         if load.via is None and model.state.warm_start(load):
             continue  # another run's optimizer state under this run's own learning rates: no resume
         state = model.state.step_state(load.site.scope)
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key)]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
+        helper = restoring_here.get(load.via.via) if load.via is not None else None
+        if helper is not None:
+            held = model.state.step_state(helper)
+            missing = [(kind, key) for kind, key in missing if key not in held[kind]]
         # the loss scaler of a function the resume then calls, which builds it afresh (`do_train()`)
-        restarted = [call.via for call in model.state.restarted_by_callees(load)]
+        restarted = [call.via for call in model.state.restarted_by_callees(load)] if helper is None else []
         identity = (id(load.site.scope), id(_statement_of_the_function(load.site)), tuple(missing), tuple(map(id, restarted)))
         if not (missing or restarted) or identity in reported:
             continue  # (two optimizers restored in one place are one resume; two resume blocks of a function are two)
