@@ -17,10 +17,10 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # (Loops unrolled: 1.5x faster. re.S: a backslash may escape a line break. A string's prefix, `r"""`, is
 # left to the code: matching it would make every letter a place to try.)
 _LEXEMES = re.compile(
-    r"#[^\n]*"
+    r"#[^\r\n]*"
     r'|(")""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""'
     r"|(')''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
-    r"""|("[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*')""",
+    r"""|("[^"\\\r\n]*(?:\\.[^"\\\r\n]*)*"|'[^'\\\r\n]*(?:\\.[^'\\\r\n]*)*')""",
     re.S,
 )
 

@@ -108,11 +108,12 @@ def _save_helper(module, amp, path, resume=None):
 @pytest.mark.runtime
 def test_checkpoint_and_resume_through_save_helpers(tmp_path):
     """The step saved and restored by helpers of the module (SL101 safe, SL102 unsafe: the run is longer).
-    The helpers' checkpoint without the scheduler and the scaler is reported at the call (SL302), with no fix."""
+    The helpers' checkpoint without the scheduler and the scaler is reported at the call (SL302), with no fix,
+    and so is the resume through the helper that leaves them out (SL303)."""
     fixed_path = fixed_copy(tmp_path, "save_helper_loop.py", complete=False)
     assert fixed_path.read_text() != (LOOPS / "save_helper_loop.py").read_text()
     remaining = subprocess.run([sys.executable, "-m", "steplint", "check", "--output-format", "concise", str(fixed_path)], capture_output=True, text=True).stdout
-    assert [line.split(" ")[1] for line in remaining.splitlines() if ": SL" in line] == ["SL302"]
+    assert [line.split(" ")[1] for line in remaining.splitlines() if ": SL" in line] == ["SL303", "SL302"]
     original, fixed = load(LOOPS / "save_helper_loop.py"), load(fixed_path)
     before, after = _save_helper(original, False, tmp_path / "a.pt"), _save_helper(fixed, False, tmp_path / "b.pt")
     assert before[:3] == after[:3] == ((8, 8), 8, (16, 8)) and _same(before[3], after[3])
