@@ -200,6 +200,8 @@ def _plain_reason(update: Event) -> str:
         kind, _, name = role.off_as_run.partition(":")  # (steplint.model.options labels a config key or a constant so)
         if kind == "config":
             return f"loss scaling is off as run (`{name}` turns it on, and every config file of the project sets it false): every step commits"
+        if kind == "unproven":
+            return f"loss scaling is off as run (nothing in the project turns `{name}` on: no launch, config file or code sets it true): every step commits"
         if kind == "constant":
             return f"loss scaling is off as run (the global `{name}` that turns it on is set once, to a value that does not): every step commits"
         return f"loss scaling is off as run (`{role.off_as_run}` turns it on, and no launch of this script gives it): every step commits"

@@ -121,3 +121,32 @@ def test_a_global_set_once_to_a_literal_is_that_literal_unless_a_config_or_launc
     module = model.structure.scopes[0]
     assert model.roles.command_line.off_as_run(cst.parse_expression('dtype == "float16"'), module) == off
     assert model.roles.command_line.off_as_run(cst.parse_expression('amp_dtype == "float16"'), module) is None
+
+
+SWITCHES = """
+import torch
+def train(config, trainer, kwargs):
+    amp = config.get("amp", False)
+    flag = amp
+    return flag
+"""
+
+
+@pytest.mark.parametrize("expression, set_true, given, off", [
+    ("flag", [], [], "unproven:amp"),  # (through a local set once from `config.get("amp", False)`)
+    ("flag", ["amp"], [], None),  # some config, launch line or code sets it true
+    ("flag", [], ["amp"], None),  # a launch gives --amp
+    ("trainer.cfg.use_amp", [], [], "unproven:use_amp"),
+    ("kwargs.get('fp16', True)", [], [], None),  # (on unless something turns it off)
+    ("config", [], [], None),  # (a name handed in: its callers' say)
+])
+def test_a_loss_scaling_switch_nothing_turns_on_is_unproven(expression, set_true, given, off):
+    model = _model(SWITCHES, ModuleContext("train.py", launch_options=given, switches_set_true=set_true))
+    scope = next(s for s in model.structure.scopes if s.name == "train")
+    assert model.roles.command_line.unproven(cst.parse_expression(expression), scope) == off
+
+
+def test_no_launch_facts_no_verdict():
+    model = _model(SWITCHES, ModuleContext("train.py"))
+    scope = next(s for s in model.structure.scopes if s.name == "train")
+    assert model.roles.command_line.unproven(cst.parse_expression("trainer.cfg.use_amp"), scope) is None

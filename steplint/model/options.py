@@ -17,6 +17,12 @@ The options may be declared in another module of the project: a function or meth
 its `parse_args()` returned (`args = get_args()`, `opt = Options().parse()`), or the parser itself
 (`parser = get_parser()`, then `parser.parse_args()` here). Its summary hands on that module's
 declarations (`declarations()`), and the caller adopts them for the names it binds to the call.
+
+Two other switches are read as run, each labelled for messages: a config key (`hps.train.fp16_run`,
+`config:train.fp16_run`) that the project's config files set, each time, to false and nothing sets true
+(steplint.project.launches); and a global the module sets once to a literal (`dtype = "bfloat16"`,
+`constant:dtype`), which a configurator the module runs (`exec(...)`) may change only through a launch
+option or another module of the project that sets it to something else.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Dict, Optional, Set
 import libcst as cst
 
 from steplint.effects import ANY_OPTION
-from steplint.model.structure import Structure
+from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import assignment_targets, conjuncts, dotted, keyword, literal, positional
 
 _PARSE_CALLS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
@@ -44,10 +50,11 @@ class CommandLine:
     configured: Set[str] = field(default_factory=set)  # keys the project's config files set true
     switched_off: Set[str] = field(default_factory=set)  # config key paths set false in every config file, and never true
     parsers: Set[str] = field(default_factory=set)  # receivers of `add_argument` as written (`parser`, `self.parser`)
-    module_scope: object = None  # the module's top level, whose bindings are its globals
+    module_scope: Optional[Scope] = None  # the module's top level, whose bindings are its globals
     declared_global: Set[str] = field(default_factory=set)  # globals some function declares `global` (and may change)
     runs_code: bool = False  # the module runs code from text (`exec(open("configurator.py").read())`): its globals may come from config files
     contested: Set[str] = field(default_factory=set)  # globals the project's modules set to more than one value
+    set_true: Set[str] = field(default_factory=set)  # switches of loss scaling a config file, launch line or code of the project sets true
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     _option_tested: Dict[int, Optional[str]] = field(default_factory=dict)  # id(guard test) -> its option off as run (each test read once)
 
@@ -74,7 +81,7 @@ class CommandLine:
         if isinstance(expr, cst.Subscript):
             return self._config_default(expr)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3 and scope.owner_of(expr.value) is None:
-            return self._global_as_run(expr.value, depth)
+            return self._global_as_run(expr.value)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3:
             owner = scope.owner_of(expr.value)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
@@ -118,6 +125,30 @@ class CommandLine:
             return ..., None
         return default, option_of(test)
 
+    def unproven(self, expr: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
+        """`unproven:KEY` for a switch of loss scaling (`GradScaler(enabled=cfg.train.use_amp)`) that nothing
+        the project shows turns on: its value as run is not known, and its key (`use_amp`, or `fp16` of
+        `kwargs.get("fp16", False)`) is not an option a launch gives or declares true, and no config file,
+        launch line or code of the project sets it true. None when it may be on, or is not such a key (a
+        name handed in by a caller keeps its callers' say)."""
+        if self.given is None or expr is None or self.value_as_run(expr, scope)[0] is not ...:
+            return None
+        for _ in range(3):  # through locals set once (`amp = config.get("amp", False)`)
+            owner = scope.owner_of(expr.value) if isinstance(expr, cst.Name) and scope is not None else None
+            values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
+            if len(values) != 1 or values[0] is None:
+                break
+            expr, scope = values[0], owner
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" and expr.args:
+            default = literal(expr.args[1].value) if len(expr.args) > 1 else None
+            keys = [literal(expr.args[0].value)] if default in (None, False, 0) else []
+        else:
+            keys = _key_path(expr)[1:]
+        key = keys[-1] if keys and isinstance(keys[-1], str) else None
+        if key is None or key in self.given or key in self.set_true or key in self.configured or self.declared.get(key, False) is not False:
+            return None
+        return f"unproven:{key}"
+
     def declarations(self) -> dict:
         """The options this module declares, as plain data for the summary of a function that returns
         them or their parser (a default that is not a literal, or is declared twice: `[]`)."""
@@ -135,7 +166,7 @@ class CommandLine:
         self.rewritten |= declarations["rewritten"]
         self.written |= set(declarations["written"])
 
-    def _global_as_run(self, name: str, depth: int) -> tuple:
+    def _global_as_run(self, name: str) -> tuple:
         """A global the module sets once, to a literal, and no function changes (`dtype = "bfloat16"`):
         that literal. When the module runs a configurator, only if no launch gives `--dtype` and no module
         of the project sets it to another value (a config file the configurator runs)."""
@@ -200,7 +231,8 @@ def option_of(test: cst.Attribute) -> str:
 def read_command_line(structure: Structure, project) -> CommandLine:
     launched = project is not None and project.launch_options is not None
     found = CommandLine(given=set(project.launch_options) if launched else None, configured=set(project.configured_options) if launched else set(),
-                        switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set())
+                        switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set(),
+                        set_true=set(project.switches_set_true) if launched else set())
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
     found.declared_global = {name for scope in structure.scopes for name in scope.global_names}
     for call, _ in structure.calls:
@@ -223,11 +255,16 @@ def read_command_line(structure: Structure, project) -> CommandLine:
         if isinstance(node, cst.Assign):
             value = node.value
             callee = project.callee(value, site.scope) if project is not None and isinstance(value, cst.Call) else None
+            if callee is None and project is not None and _parses(value) and isinstance(value.func.value, cst.Call):
+                callee = project.callee(value.func.value, site.scope)  # `args = get_parser().parse_args()`
+                if callee is not None and callee.returns_options == RETURNS_PARSER:
+                    adopted[callee.where] = callee.options
+                callee = None
             if callee is not None and callee.options is not None:  # `args = get_args()`, `parser = build_parser()`
                 adopted[callee.where] = callee.options
                 if callee.returns_options == RETURNS_PARSED:
                     found.parsed_names.update(t.value for t in assignment_targets(node) if isinstance(t, cst.Name))
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS:
+            if _parses(value):
                 if positional(value):
                     found.rewritten = True  # options written in the code (`parse_args(["--fp16"])`)
                 for target in assignment_targets(node):
@@ -253,12 +290,17 @@ RETURNS_PARSER = "parser"  # ... or the parser its options are declared on
 
 def returned_options(command_line: CommandLine, value: cst.BaseExpression) -> Optional[str]:
     """Whether a returned value is the parsed options (RETURNS_PARSED) or their parser (RETURNS_PARSER)."""
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS and not positional(value):
+    if _parses(value) and not positional(value):
         return RETURNS_PARSED if command_line.declared else None
     written = dotted(value)
     if written in command_line.parsed_names and command_line.declared:
         return RETURNS_PARSED
     return RETURNS_PARSER if written in command_line.parsers else None
+
+
+def _parses(value: cst.BaseExpression) -> bool:
+    """`parser.parse_args()` and its kin."""
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS
 
 
 def _declare(found: CommandLine, call: cst.Call) -> None:

@@ -269,8 +269,8 @@ class RoleTable:
         tail = qualified.rsplit(".", 1)[-1]
         if qualified in SCALER_CLASSES:
             enabled = keyword(call, "enabled")
-            off = self.command_line.off_as_run(enabled, scope)
-            if off:  # `GradScaler(enabled=args.amp)`, no run giving --amp
+            off = self.command_line.off_as_run(enabled, scope) or self.command_line.unproven(enabled, scope)
+            if off:  # `GradScaler(enabled=args.amp)`, no run giving --amp; `enabled=cfg.use_amp`, nothing setting it true
                 return Role(SCALER, CONSTRUCTOR, enabled=False, off_as_run=off)
             return Role(SCALER, CONSTRUCTOR, enabled=literal(enabled), enabled_by=dotted(enabled) if enabled is not None else None)
         if qualified in LOSS_SCALER_CLASSES:
@@ -338,7 +338,8 @@ class RoleTable:
             if not (len(kinds) == 1 and all(r is not None for r in roles)):
                 return None
             flag = dotted(value.test)
-            off = self.command_line.off_as_run(value.test, scope) if len(roles) == 1 and _is_none(value.orelse) else None
+            alone = len(roles) == 1 and _is_none(value.orelse)
+            off = (self.command_line.off_as_run(value.test, scope) or self.command_line.unproven(value.test, scope)) if alone else None
             if off:
                 return _without_loss_scaling(roles[0], off)  # `GradScaler() if args.amp else None`, no run giving --amp
             if len(roles) == 1 and _is_none(value.orelse) and flag is not None:

@@ -149,10 +149,10 @@ def launch_facts(root: str, texts: Dict[str, str]) -> Launches:
     """The launch facts of the project under `root`, with what the code of its modules (`texts`, by
     relative path) sets: config keys set true, the values of globals."""
     launches = read_launches(root)
-    # (each note only where it can matter: keys set true against keys a config sets false; the values of
-    # globals for a script that runs a configurator, `exec(open("configurator.py").read())`)
-    keys, globals_ = bool(launches.config_false), any("exec(" in text for text in texts.values())
-    for text in texts.values() if keys or globals_ else ():
+    # (the values of globals only where they can matter: for a script that runs a configurator,
+    # `exec(open("configurator.py").read())`)
+    keys, globals_ = True, any("exec(" in text for text in texts.values())
+    for text in texts.values():
         launches.note_code(text, keys, globals_)
     if globals_:
         # Such a script takes its globals from Python config files the run may not lint, and that it need

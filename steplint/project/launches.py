@@ -43,6 +43,8 @@ _SECTION = re.compile(r"^[ \t]*\[+[ \t]*([\w.-]+)[ \t]*\]+")
 # (led by a literal: 15x faster than one pattern that starts at every word)
 _TRUE_VALUE = re.compile(r"=[ \t]*(?:true|True|1)\b")
 _KEY_BEFORE = re.compile(r"""([A-Za-z_][\w-]*)["']?\]?[ \t]*$""")
+# The keys that may switch loss scaling on, among those set true (the rest says nothing about it)
+_SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|apex|enable", re.I)
 _TOP_LEVEL_SET = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n#=][^\n#]*)", re.M)
 _CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as written inside a notebook's JSON)
 _SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
@@ -98,7 +100,8 @@ class Launches:
     def context_of(self, relative: str) -> Dict[str, object]:
         """The launch fields of the module's ModuleContext."""
         if self._shared is None:  # (the same for every module: computed once per index)
-            self._shared = {"configured_options": sorted(self.configured), "switched_off_keys": self.switched_off(), "contested_globals": self.contested_globals()}
+            self._shared = {"configured_options": sorted(self.configured), "switched_off_keys": self.switched_off(), "contested_globals": self.contested_globals(),
+                            "switches_set_true": sorted(k for k in self.set_true | self.configured if _SWITCH.search(k))}
         return {"launch_options": self.options_for(relative), **{name: list(value) for name, value in self._shared.items()}}
 
 
