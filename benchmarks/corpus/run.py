@@ -39,7 +39,8 @@ sys.path.insert(0, str(PROJECT))
 from steplint.project.launches import LAUNCH_NAMES, LAUNCH_SUFFIXES  # noqa: E402
 VERDICTS = ("true", "false", "unsure")
 CONFIG_FILES = {"pyproject.toml", "steplint.toml", ".gitignore"}
-EXTRACTED_FORMAT = "with the repository's launch files"  # trees extracted before they were read lack them: extracted again
+# (trees extracted before lack what the format names: extracted again)
+EXTRACTED_FORMAT = "with the repository's launch files, under a .git marker"
 
 
 def launch_file(path):
@@ -135,6 +136,10 @@ def extract(mirror_root, trees_root, repo):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(batch[offset:offset + size])
         offset += size + 1
+    # The tree is a repository's root, as in a clone (an empty `.git`: steplint's project root is the
+    # git root). Without it, a repository with an `__init__.py` at its top would take the cache folder of
+    # every tree for its project, and the launch files of all of them for its own.
+    (tree / ".git").mkdir(exist_ok=True)
     done_marker.write_text(f"{repo.commit}\n{EXTRACTED_FORMAT}\n")
     return tree
 
