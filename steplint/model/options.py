@@ -257,11 +257,12 @@ def read_command_line(structure: Structure, project) -> CommandLine:
             callee = project.callee(value, site.scope) if project is not None and isinstance(value, cst.Call) else None
             if callee is None and project is not None and _parses(value) and isinstance(value.func.value, cst.Call):
                 callee = project.callee(value.func.value, site.scope)  # `args = get_parser().parse_args()`
-                if callee is not None and callee.returns_options == RETURNS_PARSER:
+                if callee is not None and callee.returns_options == RETURNS_PARSER and not _defined_here(callee, project):
                     adopted[callee.where] = callee.options
                 callee = None
             if callee is not None and callee.options is not None:  # `args = get_args()`, `parser = build_parser()`
-                adopted[callee.where] = callee.options
+                if not _defined_here(callee, project):  # (this module's own declarations are read already)
+                    adopted[callee.where] = callee.options
                 if callee.returns_options == RETURNS_PARSED:
                     found.parsed_names.update(t.value for t in assignment_targets(node) if isinstance(t, cst.Name))
             if _parses(value):
@@ -296,6 +297,11 @@ def returned_options(command_line: CommandLine, value: cst.BaseExpression) -> Op
     if written in command_line.parsed_names and command_line.declared:
         return RETURNS_PARSED
     return RETURNS_PARSER if written in command_line.parsers else None
+
+
+def _defined_here(callee, project) -> bool:
+    """The callee is a function of the module itself (`where` is `path:line`)."""
+    return callee.where.rsplit(":", 1)[0] == project.path
 
 
 def _parses(value: cst.BaseExpression) -> bool:

@@ -112,13 +112,16 @@ def optimizer_named(name: str) -> bool:
 
 def _without_loss_scaling(role: Optional[Role], option: Optional[str]) -> Optional[Role]:
     """The object as a run without mixed precision has it (`option`, given by no launch, would turn
-    it on; None: it is on): a scaler that scales nothing, an optimizer that never skips."""
+    it on; None: it is on): a scaler that scales nothing, an optimizer that never skips, a scheduler that
+    no run builds (`if args.lr_scheduler: scheduler = MultiStepLR(...)`)."""
     if option is None or role is None:
         return role
     if role.kind == SCALER:
         return replace(role, enabled=False, enabled_by=None, off_as_run=option)
     if role.kind == OPTIMIZER and role.skips:
         return replace(role, skips=None, off_as_run=option)
+    if role.kind == SCHEDULER:
+        return replace(role, off_as_run=option)
     return role
 
 
@@ -187,6 +190,8 @@ class RoleTable:
                 engine_owned=old.engine_owned or role.engine_owned,
                 accelerator=old.accelerator or role.accelerator,
                 mixed_precision=role.mixed_precision if old.mixed_precision is ... else old.mixed_precision,
+                # (off as run only while every construction of it is: another one as strong may be on)
+                off_as_run=old.off_as_run if role.off_as_run or role.evidence < old.evidence else None,
             )
         elif old is not None and old.evidence > role.evidence:
             return False

@@ -589,8 +589,9 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
                 continue
             # (a scheduler built with `last_epoch=` a resumed position is restored by its construction)
             # (nor is there anything to restore of one that never moves the learning rate)
+            # (nor one that no run builds: `if args.lr_scheduler:` around its construction, no launch giving it)
             if event.kind in (SCHEDULER_STEP, HELPER_STATE) and role.kind == SCHEDULER and not (
-                role.prepared or role.engine_owned or role.positioned or key in model.state.positioned_on_resume
+                role.prepared or role.engine_owned or role.positioned or role.off_as_run or key in model.state.positioned_on_resume
                 or event.kind == SCHEDULER_STEP and never_moves(model, event)
             ):
                 kind = "scheduler"
