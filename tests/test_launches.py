@@ -2,7 +2,7 @@
 give each script (steplint.project.launches)."""
 
 from steplint.effects import ANY_OPTION
-from steplint.project.launches import MAX_LAUNCH_BYTES, Launches, add_launch_text, read_launches
+from steplint.project.launches import MAX_LAUNCH_BYTES, Launches, add_launch_text, keys_set_true, read_launches
 
 
 def launches(*texts: str) -> Launches:
@@ -98,3 +98,17 @@ def test_a_wrapper_that_names_no_script_may_give_any_script_any_option():
     found = launches('torchrun --nproc_per_node=8 "$@"\n', "python eval.py --fp16\n")
     assert ANY_OPTION in found.options_for("train.py")
     assert found.options_for("eval.py") == ["fp16"]
+
+
+def test_code_sets_a_key_true_as_an_annotated_default_a_dict_entry_or_an_option_on_by_default():
+    code = (
+        "@dataclass\nclass Config:\n    use_amp: bool = True\n    fp16_run: Optional[bool] = True\n    bf16: bool = False\n"
+        "deepspeed_config = {\"fp16\": True, 'half': False}\n"
+        "parser.add_argument(\"--mixed-precision\", action=\"store_true\", default=True, help=\"on unless told\")\n"
+        "parser.add_argument('--autocast', action='store_false')\n"
+        "parser.add_argument('--apex', action='store_true')\n"
+        "if cfg.amp == True:\n    pass\n"
+    )
+    found = keys_set_true(code)
+    assert {"use_amp", "fp16_run", "fp16", "mixed_precision", "autocast"} <= found
+    assert not {"bf16", "half", "apex", "amp"} & found

@@ -23,10 +23,17 @@ Two other switches are read as run, each labelled for messages: a config key (`h
 (steplint.project.launches); and a global the module sets once to a literal (`dtype = "bfloat16"`,
 `constant:dtype`), which a configurator the module runs (`exec(...)`) may change only through a launch
 option or another module of the project that sets it to something else.
+
+The same holds for a branch: what runs only under a switch of loss scaling that nothing the project
+shows turns on (`if algorithm.use_amp:`, or the `else` of `if not cfg.fp16:`, where no config file,
+launch line, option declared true or code of the project sets `use_amp` or `fp16` true) never runs. The
+key must name loss scaling itself (`_LOSS_SCALING_SWITCH`): that is a premise for silence, never for a
+diagnostic.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Set
 
@@ -34,8 +41,11 @@ import libcst as cst
 
 from steplint.effects import ANY_OPTION
 from steplint.model.structure import Scope, Structure
-from steplint.model.syntax import assignment_targets, conjuncts, dotted, keyword, literal, positional
+from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, literal, positional
 
+# Keys that switch loss scaling itself on (`use_amp`, `fp16_run`, `enable_amp`, `mixed_precision`; not
+# `bf16`, which scales nothing, nor `scaler`, an object)
+_LOSS_SCALING_SWITCH = re.compile(r"(?:^|_)(?:amp|fp16|apex|half|autocast)(?:_|$)|mixed_precision", re.I)
 _PARSE_CALLS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
 
 
@@ -56,7 +66,7 @@ class CommandLine:
     contested: Set[str] = field(default_factory=set)  # globals the project's modules set to more than one value
     set_true: Set[str] = field(default_factory=set)  # switches of loss scaling a config file, launch line or code of the project sets true
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
-    _option_tested: Dict[int, Optional[str]] = field(default_factory=dict)  # id(guard test) -> its option off as run (each test read once)
+    _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
 
     def off_as_run(self, test: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
         """The option (`--fp16`) that makes `test` false in every run the project shows, or None when it
@@ -189,15 +199,42 @@ class CommandLine:
 
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
-        `if exists(path) and args.resume_optimizer:`); None when it may run."""
-        if self.given is None or not self.declared:
-            return None  # (most modules: nothing to look up for each statement)
+        `if exists(path) and args.resume_optimizer:`), or the switch of loss scaling nothing turns on that
+        it needs (`if algorithm.use_amp:`, or the `else` of `if not cfg.fp16:`); None when it may run."""
+        if self.given is None:
+            return None
         for guard in site.guards:
-            if not guard.negated and not guard.early_exit:
-                if id(guard.test) not in self._option_tested:
-                    self._option_tested[id(guard.test)] = next((o for t in conjuncts(guard.test) if (o := self.off_as_run(t, site.scope))), None)
-                if self._option_tested[id(guard.test)] is not None:
-                    return self._option_tested[id(guard.test)]
+            if guard.early_exit:
+                continue
+            if (id(guard.test), guard.negated) not in self._option_tested:
+                self._option_tested[(id(guard.test), guard.negated)] = self._false_as_run(guard.test, site.scope) if not guard.negated else self._true_as_run(guard.test, site.scope)
+            found = self._option_tested[(id(guard.test), guard.negated)]
+            if found is not None:
+                return found
+        return None
+
+    def _false_as_run(self, test: cst.BaseExpression, scope) -> Optional[str]:
+        """What makes `test` false in every run the project shows: one conjunct off as run."""
+        for conjunct in conjuncts(test):
+            switch = _names_loss_scaling(conjunct)
+            if (self.declared or switch) and (found := self.off_as_run(conjunct, scope)):
+                return found
+            if switch and (found := self.unproven(conjunct, scope)):
+                return found
+        return None
+
+    def _true_as_run(self, test: cst.BaseExpression, scope) -> Optional[str]:
+        """What makes `test` true in every run the project shows (the `else` of `if not args.fp16:` never
+        runs): one disjunct true as run, or `not SWITCH` for a switch of loss scaling nothing turns on."""
+        for disjunct in disjuncts(test):
+            negated = isinstance(disjunct, cst.UnaryOperation) and isinstance(disjunct.operator, cst.Not)
+            switch = _names_loss_scaling(disjunct.expression if negated else disjunct)
+            if self.declared or switch:
+                value, option = self.value_as_run(disjunct, scope)
+                if option is not None and value is not ... and value:
+                    return option
+            if negated and switch and (found := self.unproven(disjunct.expression, scope)):
+                return found
         return None
 
 
@@ -205,6 +242,19 @@ _COMPARISONS = {
     cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b, cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
     cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambda a, b: a >= b, cst.LessThan: lambda a, b: a < b, cst.LessThanEqual: lambda a, b: a <= b,
 }
+
+
+def _names_loss_scaling(test: cst.BaseExpression) -> bool:
+    """A test of a key that switches loss scaling itself: `cfg.use_amp`, `hps["fp16_run"]`, `config.get("amp")`,
+    a local `use_amp` (not `if self.scaler:`, an object, nor `if args.resume:`)."""
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and test.func.attr.value == "get" and test.args:
+        key = literal(test.args[0].value)
+    elif isinstance(test, cst.Name):
+        key = test.value
+    else:
+        keys = _key_path(test)
+        key = keys[-1] if keys else None
+    return isinstance(key, str) and bool(_LOSS_SCALING_SWITCH.search(key))
 
 
 def _key_path(expr: cst.BaseExpression) -> list:

@@ -170,6 +170,13 @@ def conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
     return [test]
 
 
+def disjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """`a or b or c` -> [a, b, c] (in parentheses too); any other test -> [test]."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return disjuncts(test.left) + disjuncts(test.right)
+    return [test]
+
+
 def walk_expressions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under `node` but tokens (_TOKENS), parents before children, without entering
     nested scopes' bodies."""

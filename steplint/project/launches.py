@@ -42,7 +42,10 @@ _SECTION = re.compile(r"^[ \t]*\[+[ \t]*([\w.-]+)[ \t]*\]+")
 # (`fp16_run=True`, `cfg.amp = True`, `config["amp"] = True`): found by the value, then the key before it
 # (led by a literal: 15x faster than one pattern that starts at every word)
 _TRUE_VALUE = re.compile(r"=[ \t]*(?:true|True|1)\b")
-_KEY_BEFORE = re.compile(r"""([A-Za-z_][\w-]*)["']?\]?[ \t]*$""")
+_KEY_BEFORE = re.compile(r"""([A-Za-z_][\w-]*)["']?\]?(?:[ \t]*:[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?)?[ \t]*$""")  # (also `amp: bool = True`)
+# ...and as a dict entry (`{"fp16": True}`), or an argparse option that is on unless a run turns it off
+_TRUE_ENTRY = re.compile(r"""["']([A-Za-z_][\w-]*)["'][ \t]*:[ \t]*(?:true|True)\b""")
+_TRUE_OPTION = re.compile(r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]*?(?:\bdefault[ \t]*=[ \t]*True\b|["']store_false["'])""")
 # The keys that may switch loss scaling on, among those set true (the rest says nothing about it)
 _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|apex|enable", re.I)
 _TOP_LEVEL_SET = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n#=][^\n#]*)", re.M)
@@ -136,13 +139,16 @@ def read_launches(root: str) -> Launches:
 
 
 def keys_set_true(text: str) -> Set[str]:
-    """The keys `text` sets true as `key=true`, `key = True`, `cfg["key"] = 1` (`-` written `_`)."""
+    """The keys `text` sets true as `key=true`, `key = True`, `amp: bool = True`, `cfg["key"] = 1`,
+    `{"key": True}`, or declares true (`add_argument("--key", default=True)`); `-` written `_`."""
     found = set()
     for match in _TRUE_VALUE.finditer(text):
         if text[match.start() - 1:match.start()] not in ("=", "!", "<", ">"):  # (not `==`, `!=`, `<=`, `>=`)
             key = _KEY_BEFORE.search(text, max(0, match.start() - 100), match.start())
             if key is not None:
                 found.add(key.group(1).replace("-", "_"))
+    for pattern in (_TRUE_ENTRY, _TRUE_OPTION):
+        found.update(m.group(1).replace("-", "_") for m in pattern.finditer(text))
     return found
 
 
