@@ -399,13 +399,14 @@ def _position_by_length(model, key: str, scope) -> List[Evidence]:
 
 
 def _length_dividends(model) -> Dict[str, cst.BinaryOperation]:
-    """Keys of `x` in `x // len(loader)` or `x % len(loader)`, for a loader a loop iterates."""
+    """Keys of `x` in `x // len(loader)`, `x % len(loader)` or `x / len(loader)` (epochs done, as a
+    fraction), for a loader a loop iterates."""
     def compute():
         iterated = _iterated(model)
         found: Dict[str, cst.BinaryOperation] = {}
         for node, site in model.structure.statements:
             for sub in walk_expressions(node):
-                if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, (cst.FloorDivide, cst.Modulo))):
+                if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, (cst.FloorDivide, cst.Modulo, cst.Divide))):
                     continue
                 right = sub.right
                 if isinstance(right, cst.Call) and dotted(right.func) == "len" and len(right.args) == 1 and dotted(right.args[0].value) in iterated:
