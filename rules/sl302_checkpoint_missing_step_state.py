@@ -30,6 +30,11 @@ torch.save(
 )
 ```
 
+One snapshot written as several files, one per optimizer (a GAN's `G.pth` and `D.pth`), is read back
+together: state any part holds is not lost, and what all of them leave out is one problem, reported at
+the first. Two copies of the same optimizer's checkpoint (`last.pt`, `best.pt`) are alternatives to
+resume from: each must hold everything.
+
 Silent when the contents cannot be seen (a helper builds them), for `accelerator.save_state` (it
 saves every registered object), and when the LR is computed from a counter that is saved.
 
@@ -72,23 +77,21 @@ def check(model):
     reported = set()
     if not model.state.resumable:
         return  # nothing resumes from these checkpoints: what they leave out is lost to no run
-    for save in model.of_kind(CHECKPOINT_SAVE):
-        checkpoint = model.state.checkpoint(save)
-        if checkpoint is None or OPTIMIZER not in checkpoint.holds:
-            continue
+    saves = [(save, checkpoint) for save in model.of_kind(CHECKPOINT_SAVE)
+             if (checkpoint := model.state.checkpoint(save)) is not None and OPTIMIZER in checkpoint.holds]
+    for save, checkpoint in saves:
         state = model.state.step_state(save.site.scope)
-        missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in checkpoint.holds.get(kind, [])]
+        held = _held_with_its_parts(checkpoint, [c for s, c in saves if s.site.scope is save.site.scope])
+        missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in held]
         if _reported_at_the_helper(model, save, missing):
             continue
-        # one dict saved twice (`last.pt` and `best.pt`), or written out twice alike in one function, is
-        # one problem, reported at its first save (a helper that builds its own checkpoint: one problem per
+        # one dict saved twice (`last.pt` and `best.pt`), or two written out alike in one function, is one
+        # problem, reported at its first save (a helper that builds its own checkpoint: one problem per
         # helper, however often it is called)
-        if checkpoint.dict_node is not None:
-            identity = (id(save.site.scope), tuple(sorted(checkpoint.entries)), tuple(missing))
-        elif save.via is not None and checkpoint.name is None:
+        if save.via is not None and checkpoint.dict_node is None and checkpoint.name is None:
             identity = (f"{save.via.via} in {save.via.where}", tuple(missing))  # whichever function calls it
         else:
-            identity = (id(save.site.scope), checkpoint.name, tuple(missing))
+            identity = (id(save.site.scope), tuple(missing))
         if not missing or identity in reported:
             continue
         reported.add(identity)
@@ -100,6 +103,19 @@ def check(model):
 
 
 OPTIMIZER = "optimizer"
+
+
+def _held_with_its_parts(checkpoint, written_alongside):
+    """The state a checkpoint holds, with that of the other parts of the same snapshot: checkpoints the
+    function writes of other optimizers (`G.pth` with `optim_G`, `D.pth` with `optim_D`), which a resume
+    reads back together. (Another copy of the same optimizer, `best.pth` beside `last.pt`, is an
+    alternative to resume from, and must hold everything itself.)"""
+    held = {key for keys in checkpoint.holds.values() for key in keys}
+    own = set(checkpoint.holds[OPTIMIZER])
+    for other in written_alongside:
+        if not own & set(other.holds[OPTIMIZER]):
+            held.update(key for keys in other.holds.values() for key in keys)
+    return held
 
 
 def _reported_at_the_helper(model, save, missing):

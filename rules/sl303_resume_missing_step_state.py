@@ -31,6 +31,9 @@ script never names it: a resume by hand (not `accelerator.load_state`) restores 
 fp16 (`mixed_precision="fp16"`, or the module's parser defaulting `--mixed-precision` to "fp16"; not
 for `Accelerator(**kwargs)`). A counter the code
 sets back to 0 at each pass over the data (the index of a batch in its epoch) needs no restoring.
+The optimizers one run of a function restores (a GAN's generator and discriminator, each in its own
+`try`) are parts of one resume, reported once; the same optimizer restored again from another source,
+or in another branch, is another resume.
 A warm start is no resume: an optimizer state loaded from another run, after which the code puts
 back the learning rates it read before the load, starts a new run with a fresh scaler.
 
@@ -77,7 +80,7 @@ def check(model):
     loads = model.of_kind(STATE_LOAD)
     saved = model.state.saved_under
     restored = model.state.restored_from_checkpoint
-    reported = set()
+    reported = {}
     # a function of this module that restores the optimizer itself is where its resume is reported, for
     # the state it holds, not again at each call that reaches it (`train()` -> `before_train()` ->
     # `resume_train()`); a caller that holds more (a scaler the helper never sees) is told of that at the call
@@ -96,10 +99,13 @@ def check(model):
             missing = [(kind, key) for kind, key in missing if key not in held[kind]]
         # the loss scaler of a function the resume then calls, which builds it afresh (`do_train()`)
         restarted = [call.via for call in model.state.restarted_by_callees(load)] if helper is None else []
-        identity = (id(load.site.scope), id(_statement_of_the_function(load.site)), tuple(missing), tuple(map(id, restarted)))
-        if not (missing or restarted) or identity in reported:
-            continue  # (two optimizers restored in one place are one resume; two resume blocks of a function are two)
-        reported.add(identity)
+        identity = (id(load.site.scope), tuple(missing), tuple(map(id, restarted)))
+        restoring = model.roles.key(load.subject, load.site.scope) if load.subject is not None else None
+        if not (missing or restarted) or any(
+            other != restoring and not model.passes.exclusive(site, load.site) for site, other in reported.get(identity, ())
+        ):
+            continue  # (the optimizers one run of a function restores are parts of one resume; the same one restored again, or in another branch, is another)
+        reported.setdefault(identity, []).append((load.site, restoring))
         listed = ", ".join([model.state.describe_held(key) for _, key in missing] + list(map(_built_afresh, restarted)))
         through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
         them = len(missing) + len(restarted) > 1
@@ -129,11 +135,6 @@ def _position_without_the_optimizer(model):
 def _built_afresh(fresh) -> str:
     """A scaler a callee builds and never restores (a FRESH_SCALER effect), for a message."""
     return f"the loss scaler `{fresh.other}` that `{fresh.via}` ({fresh.where}) then builds afresh"
-
-
-def _statement_of_the_function(site):
-    """The statement of the function's own body that holds the site (`if args.resume: ...`)."""
-    return next((statement for block, statement in site.trail if block.owner is site.scope.node), site.statement)
 
 
 def _restore(model, load, missing, saved):
