@@ -64,6 +64,8 @@ when an object whose state it restores is built again after the restore; and a l
 
 import os
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from steplint import effects
@@ -79,15 +81,28 @@ def check(model):
         return  # nothing resumes from these checkpoints: what they leave out is lost to no run
     saves = [(save, checkpoint) for save in model.of_kind(CHECKPOINT_SAVE)
              if (checkpoint := model.state.checkpoint(save)) is not None and OPTIMIZER in checkpoint.holds]
+    snapshots = []
     for save, checkpoint in saves:
+        # (one snapshot written as a file per optimizer, `G.pth` and `D.pth`, is one; so is one dict saved
+        # twice, `last.pt` and `best.pt` alike)
+        parts = (save.site, checkpoint.holds[OPTIMIZER])
+        snapshot = next((s for s in snapshots if model.state.same_snapshot(s.parts, *parts)), None)
+        if snapshot is None:
+            snapshots.append(_Snapshot(save, checkpoint, [parts], [checkpoint]))
+        else:
+            snapshot.parts.append(parts)
+            snapshot.checkpoints.append(checkpoint)
+    for snapshot in snapshots:
+        save, checkpoint = snapshot.first, snapshot.checkpoint
         state = model.state.step_state(save.site.scope)
-        held = _held_with_its_parts(checkpoint, [c for s, c in saves if s.site.scope is save.site.scope])
-        missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind] if key not in held]
+        held = {key for c in snapshot.checkpoints for keys in c.holds.values() for key in keys}
+        optimizers = [o for _, keys in snapshot.parts for o in keys]
+        missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind]
+                   if key not in held and (kind == "counter" or model.state.moves_with(key, optimizers))]
         if _reported_at_the_helper(model, save, missing):
             continue
-        # one dict saved twice (`last.pt` and `best.pt`), or two written out alike in one function, is one
-        # problem, reported at its first save (a helper that builds its own checkpoint: one problem per
-        # helper, however often it is called)
+        # one dict saved twice, or two written out alike in one function, is one problem, reported at its
+        # first save (a helper that builds its own checkpoint: one problem per helper, however often it is called)
         if save.via is not None and checkpoint.dict_node is None and checkpoint.name is None:
             identity = (f"{save.via.via} in {save.via.where}", tuple(missing))  # whichever function calls it
         else:
@@ -105,17 +120,12 @@ def check(model):
 OPTIMIZER = "optimizer"
 
 
-def _held_with_its_parts(checkpoint, written_alongside):
-    """The state a checkpoint holds, with that of the other parts of the same snapshot: checkpoints the
-    function writes of other optimizers (`G.pth` with `optim_G`, `D.pth` with `optim_D`), which a resume
-    reads back together. (Another copy of the same optimizer, `best.pth` beside `last.pt`, is an
-    alternative to resume from, and must hold everything itself.)"""
-    held = {key for keys in checkpoint.holds.values() for key in keys}
-    own = set(checkpoint.holds[OPTIMIZER])
-    for other in written_alongside:
-        if not own & set(other.holds[OPTIMIZER]):
-            held.update(key for keys in other.holds.values() for key in keys)
-    return held
+@dataclass
+class _Snapshot:
+    first: object  # the first save, where a problem is reported
+    checkpoint: object  # its contents
+    parts: list  # (site, optimizer keys) of each file of it
+    checkpoints: list
 
 
 def _reported_at_the_helper(model, save, missing):

@@ -66,6 +66,8 @@ when an object whose state it restores is built again after the restore; and a l
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from steplint.fixes import SAFE, Fix
@@ -80,7 +82,7 @@ def check(model):
     loads = model.of_kind(STATE_LOAD)
     saved = model.state.saved_under
     restored = model.state.restored_from_checkpoint
-    reported = {}
+    resumes = []
     # a function of this module that restores the optimizer itself is where its resume is reported, for
     # the state it holds, not again at each call that reaches it (`train()` -> `before_train()` ->
     # `resume_train()`); a caller that holds more (a scaler the helper never sees) is told of that at the call
@@ -91,7 +93,8 @@ def check(model):
         if load.via is None and model.state.warm_start(load):
             continue  # another run's optimizer state under this run's own learning rates: no resume
         state = model.state.step_state(load.site.scope)
-        missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key)]
+        restoring = model.roles.key(load.subject, load.site.scope) if load.subject is not None else None
+        missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key) and model.state.moves_with(key, [restoring])]
         missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored]
         helper = restoring_here.get(load.via.via) if load.via is not None else None
         if helper is not None:
@@ -99,19 +102,34 @@ def check(model):
             missing = [(kind, key) for kind, key in missing if key not in held[kind]]
         # the loss scaler of a function the resume then calls, which builds it afresh (`do_train()`)
         restarted = [call.via for call in model.state.restarted_by_callees(load)] if helper is None else []
-        identity = (id(load.site.scope), tuple(missing), tuple(map(id, restarted)))
-        restoring = model.roles.key(load.subject, load.site.scope) if load.subject is not None else None
-        if not (missing or restarted) or any(
-            other != restoring and not model.passes.exclusive(site, load.site) for site, other in reported.get(identity, ())
-        ):
-            continue  # (the optimizers one run of a function restores are parts of one resume; the same one restored again, or in another branch, is another)
-        reported.setdefault(identity, []).append((load.site, restoring))
+        if not (missing or restarted):
+            continue
+        # (the optimizers one run of a function restores are parts of one resume, reported once; the same
+        # one restored again, or in another branch, is another resume)
+        resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring])), None)
+        if resume is None:
+            resumes.append(_Resume(load, missing, restarted, [(load.site, [restoring])]))
+            continue
+        resume.parts.append((load.site, [restoring]))
+        resume.missing += [m for m in missing if m not in resume.missing]
+        resume.restarted += [r for r in restarted if r not in resume.restarted]
+    for resume in resumes:
+        load, missing, restarted = resume.first, resume.missing, resume.restarted
         listed = ", ".join([model.state.describe_held(key) for _, key in missing] + list(map(_built_afresh, restarted)))
         through = f" (through `{load.via.via}` in {load.via.where})" if load.via is not None else ""
         them = len(missing) + len(restarted) > 1
         message = f"Resume restores the optimizer{through} but not {listed}: the resumed run starts {'them' if them else 'it'} over"
-        yield Finding(load.node, message, _restore(model, load, missing, saved) if load.via is None and not restarted else None)
+        fix = _restore(model, load, missing, saved) if load.via is None and not restarted and len(resume.parts) == 1 else None
+        yield Finding(load.node, message, fix)
     yield from _position_without_the_optimizer(model)
+
+
+@dataclass
+class _Resume:
+    first: object  # the first optimizer restore, where the resume is reported
+    missing: list
+    restarted: list
+    parts: list  # (site, [optimizer key]) of each restore of it
 
 
 def _position_without_the_optimizer(model):

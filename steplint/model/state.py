@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STATE, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STATE, OPTIMIZER_STEP, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.effects import FRESH_SCALER, LOAD
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
@@ -364,6 +364,59 @@ class State:
         object it wraps (`self.sched.inner.load_state_dict(...)` restores `self.sched`), or one of
         another name for the same object (`distr_scheduler = scheduler`)."""
         return any(k in self._loaded_keys or k in self._loaded_wrappers for k in self._same_object.get(key, {key}))
+
+    def same_snapshot(self, parts: List[tuple], site, optimizers: List[Optional[str]]) -> bool:
+        """Whether a save or restore of `optimizers` at `site` is one more part of the snapshot `parts`
+        ((site, optimizer keys) each): in the same function, of other optimizers than each part (a GAN's
+        `G.pth` and `D.pth`), and never in another branch than one. Another copy of the same optimizer
+        (`best.pth` beside `last.pth`, a second resume block) is another snapshot."""
+        if any(o is None for o in optimizers):
+            return False
+        mine = {name for o in optimizers for name in self._same_object.get(o, {o})}
+        for other_site, others in parts:
+            if other_site.scope is not site.scope or any(o is None for o in others) or self.model.passes.exclusive(other_site, site):
+                return False
+            if mine & {name for o in others for name in self._same_object.get(o, {o})}:
+                return False
+        return True
+
+    def moves_with(self, key: str, optimizers: List[Optional[str]]) -> bool:
+        """Whether the step state `key` moves with one of `optimizers` (role keys; None: unknown): a scaler
+        whose `step()` steps one of them, a scheduler built on one. True where the code does not show
+        which (a scaler stepped only through helpers, a scheduler whose constructor names no optimizer):
+        a classifier's resume in a GAN trainer's class owes nothing to the GAN's scaler."""
+        names: Set[str] = set()
+        for optimizer in optimizers:
+            if optimizer is None:
+                return True
+            names |= self._same_object.get(optimizer, {optimizer})
+        if not names:
+            return True
+        if key in self._optimizers_of_scalers:
+            stepped = self._optimizers_of_scalers[key]
+            return stepped is None or bool(stepped & names)
+        role = self.model.roles.roles.get(key)
+        if role is not None and role.kind == SCHEDULER and role.optimizer is not None:
+            return bool(self._same_object.get(role.optimizer, {role.optimizer}) & names)
+        return True
+
+    @cached_property
+    def _optimizers_of_scalers(self) -> Dict[str, Optional[Set[str]]]:
+        """Scaler key -> the optimizers (keys, with their other names) its `step()` steps in this module;
+        None when one of them has no key (`scaler.step(self.optimizers()[0])`)."""
+        found: Dict[str, Optional[Set[str]]] = {}
+        for event in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
+            if event.strategy != SCALER or event.subject is None or event.via is not None:
+                continue
+            scaler = self.model.roles.key(event.subject, event.site.scope)
+            if scaler is None:
+                continue
+            stepped = self.model.roles.key(event.optimizer, event.site.scope) if event.optimizer is not None else None
+            if stepped is None or found.get(scaler, set()) is None:
+                found[scaler] = None
+            else:
+                found.setdefault(scaler, set()).update(self._same_object.get(stepped, {stepped}))
+        return found
 
     @cached_property
     def _same_object(self) -> Dict[str, Set[str]]:
