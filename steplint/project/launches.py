@@ -48,6 +48,8 @@ _TRUE_ENTRY = re.compile(r"""["']([A-Za-z_][\w-]*)["'][ \t]*:[ \t]*(?:true|True)
 _TRUE_OPTION = re.compile(r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]*?(?:\bdefault[ \t]*=[ \t]*True\b|["']store_false["'])""")
 # The keys that may switch loss scaling on, among those set true (the rest says nothing about it)
 _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|apex|enable", re.I)
+# A key the code copies from another (`config.AMP = args.amp`, `cfg["fp16"] = opt.fp16`): on when its source may be
+_COPIED = re.compile(r"""^[ \t]*[A-Za-z_][\w.]*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*=[ \t]*[A-Za-z_]\w*(?:\.\w+|\[["'][\w-]+["']\])*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*(?:#[^\n]*)?$""", re.M)
 _TOP_LEVEL_SET = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n#=][^\n#]*)", re.M)
 _CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as written inside a notebook's JSON)
 _SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
@@ -66,11 +68,13 @@ class Launches:
     mentioned: Set[str] = field(default_factory=set)
     configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
     config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
-    set_true: Set[str] = field(default_factory=set)  # last keys set true anywhere: a config, a launch line, the code
+    set_true: Set[str] = field(default_factory=set)  # last keys a config or a launch line sets true
+    set_in_code: Set[str] = field(default_factory=set)  # last keys the project's code sets true (`cfg.amp = True`)
+    copied: Dict[str, Set[str]] = field(default_factory=dict)  # key -> the keys the code copies it from (`config.AMP = args.amp`)
 
     def switched_off(self) -> List[str]:
         """Key paths the config files set, each time, to false, and nothing sets true."""
-        return sorted(p for p in self.config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in self.set_true | self.configured)
+        return sorted(p for p in self.config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in self.switched_on())
 
     globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
@@ -80,9 +84,25 @@ class Launches:
         the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
         self._shared = None
         if keys:
-            self.set_true.update(keys_set_true(text))
+            self.set_in_code.update(keys_set_true(text))
+            for match in _COPIED.finditer(text):
+                target, source = match.group(1) or match.group(2), match.group(3) or match.group(4)
+                if target != source and _SWITCH.search(target):
+                    self.copied.setdefault(target.replace("-", "_"), set()).add(source.replace("-", "_"))
         for match in _TOP_LEVEL_SET.finditer(text) if globals_ else ():
             self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
+
+    def switched_on(self) -> Set[str]:
+        """Keys some config, launch line or code sets true, or that the code copies from a key a launch
+        or config turns on (`config.AMP = args.amp` with `--amp` in train.sh), or from another such copy.
+        (A key the code alone sets true, `amp = True` in a script that writes configs, is read by its
+        name only: evidence for the key itself, not for what copies it.)"""
+        evidence, copies_on = self.set_true | self.configured | self.mentioned, set()
+        pending = True
+        while pending:  # (chains of copies: each round adds at least one key, or ends)
+            pending = [key for key, sources in self.copied.items() if key not in copies_on and sources & (evidence | copies_on)]
+            copies_on.update(pending)
+        return self.set_true | self.configured | self.set_in_code | copies_on
 
     def contested_globals(self) -> List[str]:
         """Globals the project's modules set to more than one value."""
@@ -104,7 +124,7 @@ class Launches:
         """The launch fields of the module's ModuleContext."""
         if self._shared is None:  # (the same for every module: computed once per index)
             self._shared = {"configured_options": sorted(self.configured), "switched_off_keys": self.switched_off(), "contested_globals": self.contested_globals(),
-                            "switches_set_true": sorted(k for k in self.set_true | self.configured if _SWITCH.search(k))}
+                            "switches_set_true": sorted(k for k in self.switched_on() if _SWITCH.search(k))}
         return {"launch_options": self.options_for(relative), **{name: list(value) for name, value in self._shared.items()}}
 
 
