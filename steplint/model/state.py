@@ -98,6 +98,19 @@ class State:
                 found.holds.setdefault("counter", []).extend(sorted(c for c in counters if c.startswith(key + ".")))
         # a counter in the checkpoint's file name is stored there (`ckpt-{step}`): a resume reads it back from the name
         found.holds.setdefault("counter", []).extend(sorted(self.named_after(save) & counters))
+        found.holds["counter"].extend(sorted(self.written_beside(save) & counters))
+        return found
+
+    def written_beside(self, save: Event) -> Set[str]:
+        """Keys a file the save's function writes into the checkpoint's folder stores (`step_file =
+        join(last_dir, "step_file.txt")`, then `f.write(str(global_step))` in `with open(step_file, "w") as f:`,
+        beside `torch.save(..., join(last_dir, "optimizer.pt"))`): a resume may read them back from there."""
+        scope = save.site.scope
+        folders = _folders(self.path_expressions(save))
+        found: Set[str] = set()
+        for path, written, site in _text_files_written(self.model).get(id(scope), ()):
+            if not self.model.passes.exclusive(site, save.site) and folders & _folders(_spelled(self.model, path, scope, site.order)):
+                found |= self.model.keys_in(written, scope)
         return found
 
     def named_after(self, save: Event) -> Set[str]:
@@ -119,15 +132,9 @@ class State:
         call, scope = save.node, save.site.scope
         if not isinstance(call, cst.Call):
             return []
-        assignments = _assignments_to(self.model)
 
         def spelled(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
-            """The expression and what the names in it were set to before the save."""
-            found = [expr]
-            for sub in walk_expressions(expr):
-                if isinstance(sub, cst.Name):
-                    found += [node.value for node, site in assignments.get((id(scope), sub.value), ()) if site.order < save.order]
-            return found
+            return _spelled(self.model, expr, scope, save.order)
 
         if save.via is None:
             path = argument_for(call, 1, "f")
@@ -321,11 +328,14 @@ class State:
 
     def restarted_by_callees(self, load: Event) -> List[Event]:
         """The calls after a restore, in its function, of project functions that build a loss scaler
-        afresh (fresh_scalers in the callee's module): one per such scaler."""
+        afresh (fresh_scalers in the callee's module): one per such scaler. Not a call in a loop the
+        restore is not in (`train_one_epoch()` each epoch): that scaler starts over on every pass by
+        design, and a resume could not carry its state."""
         found, seen = [], set()
         for event in self.model.events_in(load.site.scope, HELPER_STATE):
             effect = event.via
-            if getattr(effect, "action", None) == FRESH_SCALER and event.order > load.order and (effect.via, effect.other) not in seen:
+            per_pass = any(loop not in load.site.loops for loop in event.site.loops)
+            if getattr(effect, "action", None) == FRESH_SCALER and event.order > load.order and not per_pass and (effect.via, effect.other) not in seen:
                 seen.add((effect.via, effect.other))
                 found.append(event)
         return found
@@ -576,6 +586,52 @@ def _built_up(model: "ModuleModel", save: Event, name: str) -> Optional[Checkpoi
             else:
                 entries = None
     return Checkpoint(save, entries, name=name) if entries is not None else None
+
+
+def _spelled(model: "ModuleModel", expr: cst.BaseExpression, scope: "Scope", order: int) -> List[cst.BaseExpression]:
+    """The expression and what the names in it were set to, in `scope`, before `order`."""
+    assignments = _assignments_to(model)
+    found = [expr]
+    for sub in walk_expressions(expr):
+        if isinstance(sub, cst.Name):
+            found += [node.value for node, site in assignments.get((id(scope), sub.value), ()) if site.order < order]
+    return found
+
+
+def _folders(paths: List[cst.BaseExpression]) -> Set[str]:
+    """The names a path is built from, its folder among them (`last_output_dir`, `args.output_dir`): not
+    the functions that join them, nor the file names."""
+    inner = {id(part) for path in paths for sub in walk_expressions(path) if isinstance(sub, cst.Call) for part in walk_expressions(sub.func)}
+    inner |= {id(part) for path in paths for sub in walk_expressions(path) if isinstance(sub, cst.Attribute) for part in walk_expressions(sub) if part is not sub}
+    return {name for path in paths for sub in walk_expressions(path)
+            if isinstance(sub, (cst.Name, cst.Attribute)) and id(sub) not in inner and (name := dotted(sub)) is not None}
+
+
+def _text_files_written(model: "ModuleModel") -> Dict[int, list]:
+    """id(scope) -> (path, what is written, site) of each `f.write(...)` or `json.dump(obj, f)` into a
+    file the same function opens for writing (`with open(path, "w") as f:`)."""
+
+    def compute() -> Dict[int, list]:
+        opened: Dict[tuple, cst.BaseExpression] = {}
+        for item, site in model.structure.with_items:
+            call, target = item.item, item.asname.name if item.asname is not None else None
+            mode = argument_for(call, 1, "mode") if isinstance(call, cst.Call) else None
+            if isinstance(target, cst.Name) and isinstance(call, cst.Call) and dotted(call.func) == "open" and call.args and mode is not None and isinstance(literal(mode), str) and "w" in literal(mode):
+                opened[(id(site.scope), target.value)] = call.args[0].value
+        found: Dict[int, list] = {}
+        for call, site in model.structure.calls if opened else ():
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "write" and isinstance(call.func.value, cst.Name) and call.args:
+                handle, written = call.func.value.value, call.args[0].value
+            elif dotted(call.func) in ("json.dump", "yaml.dump", "yaml.safe_dump") and len(call.args) > 1 and isinstance(call.args[1].value, cst.Name):
+                handle, written = call.args[1].value.value, call.args[0].value
+            else:
+                continue
+            path = opened.get((id(site.scope), handle))
+            if path is not None:
+                found.setdefault(id(site.scope), []).append((path, written, site))
+        return found
+
+    return model.remember(("text files written",), compute)
 
 
 def _assignments_to(model: "ModuleModel") -> Dict[tuple, list]:

@@ -93,6 +93,7 @@ class Structure:
     calls: List[Tuple[cst.Call, Site]] = field(default_factory=list)
     for_loops: List[Tuple[cst.For, Site]] = field(default_factory=list)
     while_loops: List[Tuple[cst.While, Site]] = field(default_factory=list)
+    with_items: List[Tuple[cst.WithItem, Site]] = field(default_factory=list)  # (`open(path, "w") as f`, ...)
     remainders: List[Tuple[cst.BinaryOperation, Site]] = field(default_factory=list)  # every `a % b`, where it is read
     site_of: Dict[int, Site] = field(default_factory=dict)  # id(small statement or header) -> site
     holder: Dict[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> the recorded statement that holds it
@@ -173,6 +174,7 @@ class _Walker:
             site = self.site(scope, loops, guards, trail)
             for item in statement.items:
                 self.record(item.item, site, scope)
+                self.structure.with_items.append((item, site))
                 if item.asname is not None:
                     _bind_target(item.asname.name, scope)
             self.body(statement.body, statement, scope, loops, guards, trail)
