@@ -164,9 +164,34 @@ def unwrapped(iterable: cst.BaseExpression) -> Optional[cst.BaseExpression]:
 def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: Event, boundary: ModuloBoundary) -> Optional[ScheduleLength]:
     """The scheduler's length counts the batches of the loop it steps in, once per window: it reads
     `len(loader)` of that loop and nothing about the window length or any division."""
-    built = constructor_of(model, known, event)
     loader = loop_iterable(event.site.loop)
-    if built is None or loader is None:
+    return _counting_batches(model, known, event, [loader] if loader is not None else [], dotted(boundary.length))
+
+
+def length_in_batches_stepped_per_epoch(model: "ModuleModel", known: Assignments, event: Event) -> Optional[ScheduleLength]:
+    """A scheduler told nothing (`scheduler.step()`) that steps in the epoch loop after the batch loop it
+    holds, whose length reads `len(loader)` of that batch loop (`OneCycleLR(total_steps=len(loader) *
+    epochs)`): laid out over batches, it receives one step per epoch."""
+    loop = event.site.loop
+    if loop is None or not isinstance(event.node, cst.Call) or event.node.args:
+        return None
+    loaders = []
+    for node, site in model.structure.for_loops:
+        loader = loop_iterable(node) if site.scope is event.site.scope and site.loop is loop and site.order < event.order else None
+        if loader is None:
+            continue
+        loaders.append(loader)
+        earlier = known.before(site.scope, dotted(loader), site.order)  # (`tbar = tqdm(loader)`, then `enumerate(tbar)`)
+        if len(earlier) == 1 and isinstance(earlier[0], cst.Assign) and (wrapped := unwrapped(earlier[0].value)) is not None:
+            loaders.append(wrapped)
+    return _counting_batches(model, known, event, loaders, None)
+
+
+def _counting_batches(model: "ModuleModel", known: Assignments, event: Event, loaders: list, window: Optional[str]) -> Optional[ScheduleLength]:
+    """The length of the scheduler `event` steps, built in its function, when it reads `len()` of one
+    of `loaders` once and nothing about the window length (`window`) or any division or rounding."""
+    built = constructor_of(model, known, event)
+    if built is None or not loaders:
         return None
     call, site = built
     argument = length_argument(call)
@@ -175,7 +200,7 @@ def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: 
     expanded = list(_expanded(known, argument, site, depth=3))
     if any(node is None for node in expanded):
         return None
-    window = dotted(boundary.length)
+    names = {dotted(loader) for loader in loaders}
     lengths = []
     for node in expanded:
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
@@ -184,7 +209,7 @@ def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: 
             return None
         if isinstance(node, cst.Call) and last_name(node.func) in ("ceil", "floor", "round", "int"):
             return None
-        if isinstance(node, cst.Call) and dotted(node.func) == "len" and len(node.args) == 1 and dotted(node.args[0].value) == dotted(loader):
+        if isinstance(node, cst.Call) and dotted(node.func) == "len" and len(node.args) == 1 and dotted(node.args[0].value) in names:
             lengths.append(node)
     if len(lengths) != 1:
         return None
