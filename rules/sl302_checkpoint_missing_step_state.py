@@ -76,7 +76,6 @@ from steplint.rule import Finding, rule
 
 @rule("SL302", "checkpoint-missing-step-state", "Checkpoint omits the scheduler, scaler or update counter", fix=UNSAFE)
 def check(model):
-    reported = set()
     if not model.state.resumable:
         return  # nothing resumes from these checkpoints: what they leave out is lost to no run
     saves = [(save, checkpoint) for save in model.of_kind(CHECKPOINT_SAVE)
@@ -92,6 +91,7 @@ def check(model):
         else:
             snapshot.parts.append(parts)
             snapshot.checkpoints.append(checkpoint)
+    problems = {}  # identity -> (save, checkpoint, missing) of where it is reported
     for snapshot in snapshots:
         save, checkpoint = snapshot.first, snapshot.checkpoint
         state = model.state.step_state(save.site.scope)
@@ -99,17 +99,18 @@ def check(model):
         optimizers = [o for _, keys in snapshot.parts for o in keys]
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind]
                    if key not in held and (kind == "counter" or model.state.moves_with(key, optimizers))]
-        if _reported_at_the_helper(model, save, missing):
+        if not missing or _reported_at_the_helper(model, save, missing):
             continue
         # one dict saved twice, or two written out alike in one function, is one problem, reported at its
-        # first save (a helper that builds its own checkpoint: one problem per helper, however often it is called)
+        # first save, or at the one that writes the optimizer itself where its files are saved one by one
+        # (a helper that builds its own checkpoint: one problem per helper, however often it is called)
         if save.via is not None and checkpoint.dict_node is None and checkpoint.name is None:
             identity = (f"{save.via.via} in {save.via.where}", tuple(missing))  # whichever function calls it
         else:
             identity = (id(save.site.scope), tuple(missing))
-        if not missing or identity in reported:
-            continue
-        reported.add(identity)
+        if identity not in problems or (_saves_an_optimizer_itself(model, save, checkpoint) and not _saves_an_optimizer_itself(model, *problems[identity][:2])):
+            problems[identity] = (save, checkpoint, missing)
+    for save, checkpoint, missing in problems.values():
         names = [key.split(":", 1)[1] for _, key in missing]
         listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""
@@ -118,6 +119,13 @@ def check(model):
 
 
 OPTIMIZER = "optimizer"
+
+
+def _saves_an_optimizer_itself(model, save, checkpoint):
+    """`torch.save(optimizer.state_dict(), path)`: the file of a checkpoint that holds its optimizer."""
+    stored = save.node.args[0].value if isinstance(save.node, cst.Call) and save.node.args and save.via is None else None
+    owner = stored.func.value if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Attribute) and stored.func.attr.value == "state_dict" else None
+    return owner is not None and model.roles.key(owner, save.site.scope) in checkpoint.holds.get(OPTIMIZER, ())
 
 
 @dataclass
