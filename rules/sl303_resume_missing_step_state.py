@@ -105,8 +105,9 @@ def check(model):
         if not (missing or restarted):
             continue
         # (the optimizers one run of a function restores are parts of one resume, reported once; the same
-        # one restored again, or in another branch, is another resume)
-        resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring])), None)
+        # one restored again, or in another branch, is another resume, unless the code is a copy of the
+        # first, under the same tests)
+        resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring]) or _repeated(model, r.first, load)), None)
         if resume is None:
             resumes.append(_Resume(load, missing, restarted, [(load.site, [restoring])]))
             continue
@@ -122,6 +123,15 @@ def check(model):
         fix = _restore(model, load, missing, saved) if load.via is None and not restarted and len(resume.parts) == 1 else None
         yield Finding(load.node, message, fix)
     yield from _position_without_the_optimizer(model)
+
+
+def _repeated(model, first, load):
+    """The same restore written twice in a row (`if "optimizer" in state: optimizer.load_state_dict(...)`,
+    pasted again below): the same statement under the same tests, in the same function."""
+    def written(event):  # (as written, but for spacing and quote marks)
+        texts = [event.site.statement] + [g.test for g in event.site.guards if not g.early_exit]
+        return ["".join(model.text.of(node).split()).replace('"', "'") for node in texts]
+    return first.site.scope is load.site.scope and written(first) == written(load)
 
 
 @dataclass
