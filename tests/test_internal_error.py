@@ -101,3 +101,20 @@ def test_rule_sl000_documents_the_exit_status():
     assert done.exit_code == 0
     assert "# internal-error (SL000)" in done.stdout
     assert "exit with status 2" in done.stdout and "--exit-zero" in done.stdout
+
+
+def test_a_crash_while_indexing_the_project_loses_only_that_module_s_summary(monkeypatch, tree):
+    import steplint.project.summarize as summarize_module
+
+    original = summarize_module.summarize
+
+    def summarize(model, relative):
+        if relative.endswith("crash.py"):
+            raise AttributeError("'IfExp' object has no attribute 'func'")
+        return original(model, relative)
+
+    monkeypatch.setattr(summarize_module, "summarize", summarize)
+    done = run("--output-format", "json", "--no-cache", tree)
+    assert done.exit_code == 1, done.output
+    reported = {(d["filename"].rsplit("/", 1)[-1], d["code"]) for d in json.loads(done.stdout)}
+    assert reported == {("crash.py", "SL101"), ("train.py", "SL101")}

@@ -289,6 +289,8 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
         return summarize(model, relative)
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
         return None  # the file's own lint reports it (SL001); the project just knows less of it
+    except Exception:  # noqa: BLE001 (a bug of ours: the run goes on, and a lint that meets it reports SL000)
+        return None
 
 
 def relative_path(path: str, root: str) -> Optional[str]:
