@@ -48,3 +48,5 @@ SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")
 # In the options a launch of a script gives it (steplint.project.launches, read by steplint.model.options):
 # a launch line that passes variables on where options go, which may give it any option.
 ANY_OPTION = "*"
+# `accelerate launch --mixed_precision fp16 train.py`: the launcher's precision, noted among the options a launch gives
+ACCELERATE_PRECISION = "accelerate:mixed_precision="

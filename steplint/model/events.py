@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from steplint.effects import ACCELERATE_PRECISION
 from steplint.model.roles import ACCELERATOR, EMA, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
 from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
@@ -69,6 +70,13 @@ class Event:
     @property
     def order(self) -> int:
         return self.site.order
+
+
+def _launched_precision(roles: RoleTable) -> Optional[str]:
+    """"fp16" when a launch of the module gives `accelerate launch --mixed_precision fp16` (one of its
+    launches may train in fp16), else None (not known)."""
+    given = roles.project.launch_options if roles.project is not None else None
+    return "fp16" if given and f"{ACCELERATE_PRECISION}fp16" in given else None
 
 
 def collect_events(structure: Structure, roles: RoleTable, helper_names: frozenset, skip_flag_named: bool) -> List[Event]:
@@ -191,8 +199,10 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
                 return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy=role.skips)
             if kind == OPTIMIZER:
                 # A prepared optimizer skips its step on fp16 overflow. Without mixed_precision in the
-                # code it comes from `accelerate config`, which we cannot see: stay silent.
-                if role.prepared and role.mixed_precision not in ("no", "bf16", "fp8", None, ...):
+                # code it comes from the launcher (`accelerate launch --mixed_precision fp16`, read in the
+                # project's launch files) or from `accelerate config`, which we cannot see: then, silent.
+                precision = role.mixed_precision if role.mixed_precision is not None else _launched_precision(roles)
+                if role.prepared and precision not in ("no", "bf16", "fp8", None, ...):
                     return Event(SKIPPABLE_STEP, call, site, obj, role, optimizer=obj, strategy="accelerate")
                 return Event(OPTIMIZER_STEP, call, site, obj, role, optimizer=obj)
             if kind == ENGINE:

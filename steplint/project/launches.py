@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from steplint.effects import ANY_OPTION
+from steplint.effects import ACCELERATE_PRECISION, ANY_OPTION
 from steplint.files import SKIPPED_DIRS
 
 LAUNCH_SUFFIXES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".yaml", ".yml", ".json", ".cfg", ".ini", ".toml", ".ipynb", ".slurm",
@@ -50,6 +50,7 @@ _TRUE_OPTION = re.compile(r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]
 _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|apex|enable", re.I)
 # A key the code copies from another (`config.AMP = args.amp`, `cfg["fp16"] = opt.fp16`): on when its source may be
 _COPIED = re.compile(r"""^[ \t]*[A-Za-z_][\w.]*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*=[ \t]*[A-Za-z_]\w*(?:\.\w+|\[["'][\w-]+["']\])*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*(?:#[^\n]*)?$""", re.M)
+_ACCELERATE_PRECISION = re.compile(r"""--mixed[_-]precision(?:=|[ \t]+)["']?([A-Za-z0-9]+)""")
 _TOP_LEVEL_SET = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n#=][^\n#]*)", re.M)
 _CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as written inside a notebook's JSON)
 _SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
@@ -226,6 +227,8 @@ def add_launch_text(found: Launches, text: str) -> None:
         if "--" not in line and ".py" not in line and "-m" not in line:
             continue
         options = {m.group(1).replace("-", "_") for m in _OPTION.finditer(line)}
+        if "accelerate" in line:  # (the precision `accelerate launch` gives the Accelerators of the script it runs)
+            options |= {f"{ACCELERATE_PRECISION}{m.group(1).lower()}" for m in _ACCELERATE_PRECISION.finditer(line)}
         scripts = [m.group(1) + ".py" for m in _SCRIPT.finditer(line)]
         scripts += [m.group(1).replace(".", "/") + ".py" for m in _MODULE.finditer(line)]
         if _passes_variables_on(line):
