@@ -229,6 +229,7 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project))
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
+    model.callers_read |= roles.callers_read
     model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
     # What runs only under a flag no run of the project gives (`if args.load_optimizer_scheduler:`) does not run.
     model.events = [e for e in model.events if not roles.command_line.never_runs(e.site)]

@@ -20,6 +20,7 @@ from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.values import argument_for
 
 OPTIMIZER = "optimizer"
 SCALER = "scaler"  # GradScaler-like: scale(), step(opt), update()
@@ -142,10 +143,31 @@ class RoleTable:
         self.foreign: set = set()
         self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
         self.maybe_none: set = set()  # keys that hold None on some path (`scaler = GradScaler() if amp else None`)
+        self.callers_read: set = set()  # functions whose callers a fact read (see ModuleModel.callers_read)
         self._functions = {s.name: s for s in structure.scopes}
         self._aliases = _property_aliases(structure)
         self.command_line = read_command_line(structure, project)
         self._infer()
+
+    def default_as_run(self, name: str, scope: Scope) -> object:
+        """A parameter's literal default, when every call of its function the project makes leaves it out
+        (`Trainer(...)` of `def __init__(self, ..., mixed_precision=None)`, all in this module): the
+        value it has as run. `...` when a call may give it, or none is seen (other callers, unknown)."""
+        params = [p.name.value for p in scope.params]
+        param = scope.params[params.index(name)] if name in params else None
+        default = literal(param.default) if param is not None and param.default is not None and param.star == "" else ...
+        if default is ... or self.project is None or scope.parent is not None:
+            return ...
+        self.callers_read.add(scope.name)
+        if scope.name in self.project.called_elsewhere:
+            return ...
+        method = scope.class_name is not None
+        called = scope.class_name if method and scope.name.endswith(".__init__") else scope.name.rsplit(".", 1)[-1]
+        position = params.index(name) - (1 if method else 0)
+        calls = [c for c, _ in self.structure.calls if last_name(c.func) == called]
+        if not calls or any(any(a.star for a in c.args) or argument_for(c, position, name) is not None for c in calls):
+            return ...
+        return default
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -310,6 +332,8 @@ class RoleTable:
             given = keyword(call, "mixed_precision")
             # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)
             precision = None if given is None else literal(given)
+            if precision is ... and isinstance(given, cst.Name):
+                precision = self.default_as_run(given.value, scope)
             return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=PRECISION_FROM_EXPRESSION if precision is ... else precision)
         return None
 
