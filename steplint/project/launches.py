@@ -51,6 +51,8 @@ _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|
 # A key the code copies from another (`config.AMP = args.amp`, `cfg["fp16"] = opt.fp16`): on when its source may be
 _COPIED = re.compile(r"""^[ \t]*[A-Za-z_][\w.]*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*=[ \t]*[A-Za-z_]\w*(?:\.\w+|\[["'][\w-]+["']\])*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*(?:#[^\n]*)?$""", re.M)
 _ACCELERATE_PRECISION = re.compile(r"""--mixed[_-]precision(?:=|[ \t]+)["']?([A-Za-z0-9]+)""")
+_RUNNER = re.compile(r"\b(?:python[\d.]*|torchrun|accelerate|deepspeed|srun|mpirun|horovodrun)\b")
+_CONFIG_NAMED = re.compile(r"""(?<![\w./-])([\w./-]+\.(?:ya?ml|json))\b""")  # a config file a launch line names (`--config conf/dino.yaml`)
 _TOP_LEVEL_SET = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n#=][^\n#]*)", re.M)
 _CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as written inside a notebook's JSON)
 _SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
@@ -69,13 +71,18 @@ class Launches:
     mentioned: Set[str] = field(default_factory=set)
     configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
     config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
-    set_true: Set[str] = field(default_factory=set)  # last keys a config or a launch line sets true
+    set_true: Set[str] = field(default_factory=set)  # last keys a config file sets true
+    launch_true: Set[str] = field(default_factory=set)  # last keys a launch line sets true (`++train.use_fp16=true`)
     set_in_code: Set[str] = field(default_factory=set)  # last keys the project's code sets true (`cfg.amp = True`)
     copied: Dict[str, Set[str]] = field(default_factory=dict)  # key -> the keys the code copies it from (`config.AMP = args.amp`)
+    config_files: Dict[str, "ConfigKeys"] = field(default_factory=dict)  # project path of a config file -> what it sets
+    configs_named: Dict[str, List[Tuple[str, List[str]]]] = field(default_factory=dict)  # script file name -> (path as written, config files the line names) per line
 
-    def switched_off(self) -> List[str]:
-        """Key paths the config files set, each time, to false, and nothing sets true."""
-        return sorted(p for p in self.config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in self.switched_on())
+    def switched_off(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
+        """Key paths the config files (`configs`: those a script's launches name) set, each time, to false,
+        and nothing sets true."""
+        on = self.switched_on(configs)
+        return sorted(p for p in (configs or self).config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in on)
 
     globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
@@ -93,17 +100,19 @@ class Launches:
         for match in _TOP_LEVEL_SET.finditer(text) if globals_ else ():
             self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
 
-    def switched_on(self) -> Set[str]:
+    def switched_on(self, configs: Optional["ConfigKeys"] = None) -> Set[str]:
         """Keys some config, launch line or code sets true, or that the code copies from a key a launch
         or config turns on (`config.AMP = args.amp` with `--amp` in train.sh), or from another such copy.
         (A key the code alone sets true, `amp = True` in a script that writes configs, is read by its
         name only: evidence for the key itself, not for what copies it.)"""
-        evidence, copies_on = self.set_true | self.configured | self.mentioned, set()
+        configs = configs or self
+        set_true = self.launch_true | configs.set_true
+        evidence, copies_on = set_true | configs.configured | self.mentioned, set()
         pending = True
         while pending:  # (chains of copies: each round adds at least one key, or ends)
             pending = [key for key, sources in self.copied.items() if key not in copies_on and sources & (evidence | copies_on)]
             copies_on.update(pending)
-        return self.set_true | self.configured | self.set_in_code | copies_on
+        return set_true | configs.configured | self.set_in_code | copies_on
 
     def contested_globals(self) -> List[str]:
         """Globals the project's modules set to more than one value."""
@@ -122,11 +131,50 @@ class Launches:
         return sorted(given if named else self.mentioned)
 
     def context_of(self, relative: str) -> Dict[str, object]:
-        """The launch fields of the module's ModuleContext."""
+        """The launch fields of the module's ModuleContext. A script whose every launch line names config
+        files of the project is read without the configs only other scripts are launched with."""
         if self._shared is None:  # (the same for every module: computed once per index)
-            self._shared = {"configured_options": sorted(self.configured), "switched_off_keys": self.switched_off(), "contested_globals": self.contested_globals(),
-                            "switches_set_true": sorted(k for k in self.switched_on() if _SWITCH.search(k))}
-        return {"launch_options": self.options_for(relative), **{name: list(value) for name, value in self._shared.items()}}
+            self._shared = self._config_fields(None)
+        configs = self.configs_for(relative)
+        fields = self._shared if configs is None else self._config_fields(configs)
+        return {"launch_options": self.options_for(relative), **{name: list(value) for name, value in fields.items()}}
+
+    def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
+        return {"configured_options": sorted((configs or self).configured), "switched_off_keys": self.switched_off(configs),
+                "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k))}
+
+    def configs_for(self, relative: str) -> Optional["ConfigKeys"]:
+        """What the config files that may configure the script at `relative` set, when each of its launch
+        lines names config files of the project: every config file but those only other scripts' launch
+        lines name (`train_ms.py -c configs/vctk.json` claims vctk.json from `train.py`). None otherwise,
+        or when no config is claimed away (every config file may apply)."""
+        lines = [named for written, named in self.configs_named.get(posixpath.basename(relative), ()) if _same_file(written, relative)]
+        here = [{path for path in self.config_files if any(_same_file(name, path) for name in named)} for named in lines]
+        if not lines or not all(here):
+            return None
+        elsewhere = {path for script, entries in self.configs_named.items() for written, named in entries
+                     if not _same_file(written, relative) for path in self.config_files if any(_same_file(name, path) for name in named)}
+        claimed = elsewhere - set().union(*here)
+        if not claimed:
+            return None
+        merged = ConfigKeys()
+        for path in sorted(set(self.config_files) - claimed):
+            merged.merge(self.config_files[path])
+        return merged
+
+
+@dataclass
+class ConfigKeys:
+    """What config files set: keys set true (by pattern and by path), and key paths set false."""
+
+    configured: Set[str] = field(default_factory=set)
+    set_true: Set[str] = field(default_factory=set)
+    config_false: Set[str] = field(default_factory=set)
+
+    def merge(self, other: "ConfigKeys") -> None:
+        self.configured |= other.configured
+        self.set_true |= other.set_true
+        self.config_false |= other.config_false
 
 
 def _same_file(written: str, relative: str) -> bool:
@@ -152,10 +200,15 @@ def read_launches(root: str) -> Launches:
                 text = handle.read()
         except OSError:
             continue
-        add_launch_text(found, text)
-        if path.endswith(_CONFIG_SUFFIXES):
-            found.configured.update(m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text))
-            _read_config_keys(found, text, path.endswith(".json"))
+        config = path.endswith(_CONFIG_SUFFIXES)
+        add_launch_text(found, text, keys=not config)
+        if config:  # (what it sets true is its own, for the scripts launched with it)
+            keys = ConfigKeys(configured={m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text)}, set_true=keys_set_true(text))
+            _read_config_keys(keys, text, path.endswith(".json"))
+            found.config_files[os.path.relpath(path, root).replace(os.sep, "/")] = keys
+            found.configured |= keys.configured
+            found.set_true |= keys.set_true
+            found.config_false |= keys.config_false
     return found
 
 
@@ -173,7 +226,7 @@ def keys_set_true(text: str) -> Set[str]:
     return found
 
 
-def _read_config_keys(found: Launches, text: str, is_json: bool) -> None:
+def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
     """The key paths a config file sets true or false (JSON parsed; YAML, TOML, INI read by their
     indentation and sections)."""
     def note(path: str, value: object) -> None:
@@ -216,14 +269,15 @@ def _read_config_keys(found: Launches, text: str, is_json: bool) -> None:
             parents.append((indent, key))
 
 
-def add_launch_text(found: Launches, text: str) -> None:
+def add_launch_text(found: Launches, text: str, keys: bool = True) -> None:
     variables: Dict[str, str] = {}  # a script's own `name="value"` lines, expanded where read after them
     for line in _CONTINUED.sub(" ", text).splitlines():
         assigned = _ASSIGNED.match(line)
         if assigned:
             variables[assigned.group(1)] = assigned.group(2).strip("\"'")
         line = _VARIABLE.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), line)
-        found.set_true.update(keys_set_true(line))
+        if keys:
+            found.launch_true.update(keys_set_true(line))
         if "--" not in line and ".py" not in line and "-m" not in line:
             continue
         options = {m.group(1).replace("-", "_") for m in _OPTION.finditer(line)}
@@ -235,8 +289,12 @@ def add_launch_text(found: Launches, text: str) -> None:
             options = options | {ANY_OPTION}
         # (a wrapper that names no script, `torchrun $SCRIPT "$@"`, may run any script with any option)
         found.mentioned |= options if not scripts else options - {ANY_OPTION}
+        named = _CONFIG_NAMED.findall(line)
+        command = _RUNNER.search(line) is not None  # (not prose that names the script: "- [x] Update train.py")
         for written in scripts:
             found.by_script.setdefault(posixpath.basename(written), []).append((written, options))
+            if command:
+                found.configs_named.setdefault(posixpath.basename(written), []).append((written, named))
 
 
 def _passes_variables_on(line: str) -> bool:
