@@ -354,6 +354,9 @@ class State:
         function (`range(epoch, ...)`) or is a counter the function advances. One per resume statement."""
         found: List[PositionResume] = []
         restoring = {id(e.site.scope) for e in self.model.of_kind(STATE_LOAD) if e.role is not None and e.role.kind == OPTIMIZER}
+        # (and a restore under a flag or key no run turns on, whose event is dropped: that resume restores the optimizer too)
+        restoring |= {id(site.scope) for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute)
+                      and call.func.attr.value == "load_state_dict" and self.model.roles.is_(call.func.value, site.scope, OPTIMIZER)}
         for node, site, position in _position_reads(self.model):
             if id(site.scope) in restoring or any(r.site.scope is site.scope and r.site.trail[0] == site.trail[0] for r in found):
                 continue
@@ -682,7 +685,7 @@ def _one_file_each(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
         return {scope: entries for scope, entries in found.items() if len(entries) > 1}
 
     entries = model.remember(("one file each",), compute).get(id(save.site.scope))
-    return Checkpoint(save, dict(entries), name=f"the files {save.site.scope.name} writes") if entries else None
+    return Checkpoint(save, dict(entries)) if entries else None  # (no dict and no variable: no entry to add)
 
 
 def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:

@@ -251,6 +251,7 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
         return
     parents: List[Tuple[int, str]] = []  # (indent, key) of the enclosing mappings
     section = ""
+    empty: Optional[Tuple[int, str]] = None  # (indent, path) of a key with no value: a mapping, or null if nothing nests in it
     for line in text.splitlines():
         header = _SECTION.match(line)
         if header:
@@ -260,13 +261,19 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
         if not match:
             continue
         indent, key, value = len(match.group(1).expandtabs()), match.group(2), match.group(3).strip()
+        if empty is not None and indent <= empty[0]:
+            note(empty[1], "")  # (`resume:  # path to latest checkpoint`: null)
         while parents and parents[-1][0] >= indent:
             parents.pop()
         path = section + "".join(f"{k}." for _, k in parents) + key
+        empty = None
         if value:
             note(path, value)
         else:
             parents.append((indent, key))
+            empty = (indent, path)
+    if empty is not None:
+        note(empty[1], "")
 
 
 def add_launch_text(found: Launches, text: str, keys: bool = True) -> None:
