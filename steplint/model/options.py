@@ -112,16 +112,39 @@ class CommandLine:
             value, option = self._as_run(expr.left, scope, depth)
             target = expr.comparisons[0]
             other = literal(target.comparator)
-            if value is ... or other is ...:
-                return unknown
             test = _COMPARISONS.get(type(target.operator))
-            if test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
+            if other is ... or test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
                 return unknown
+            # (a global set once to one of some literals, by the machine it runs on: `dtype = "bfloat16" if
+            # torch.cuda.is_bf16_supported() else "float32"`; the test is decided when each gives one answer)
+            values, option = ([value], option) if value is not ... else self._global_choices(expr.left, scope)
             try:
-                return test(value, other), option
+                answers = {test(each, other) for each in values}
             except TypeError:
                 return unknown  # (`None > 0`: Python would raise; the run does not take this test as false)
+            return (answers.pop(), option) if len(answers) == 1 and option is not None else unknown
         return unknown
+
+    def _global_choices(self, expr: cst.BaseExpression, scope) -> tuple:
+        """([each literal a global may hold], its label) for a global set once to a choice of literals
+        (`x = "a" if cond else "b"`) that no function changes; ([], None) otherwise. A configurator the module
+        runs may change it only through a launch option or another module of the project (as `_global_as_run`)."""
+        name = expr.value if isinstance(expr, cst.Name) and scope is not None and scope.owner_of(expr.value) is None else None
+        values = self.bindings.get((id(self.module_scope), name), ()) if name is not None else ()
+        if len(values) != 1 or not isinstance(values[0], cst.IfExp) or name in self.declared_global:
+            return [], None
+        if self.runs_code and (name in self.given or name in self.contested):
+            return [], None
+        choices, pending = [], [values[0]]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, cst.IfExp):
+                pending += [node.body, node.orelse]
+            elif (value := literal(node)) is ...:
+                return [], None
+            else:
+                choices.append(value)
+        return choices, f"constant:{name}"
 
     def _option_default(self, test: cst.Attribute) -> tuple:
         """`args.fp16`: its declared default, when no run the project shows gives it another value."""
