@@ -90,8 +90,8 @@ def check(model):
     for load in loads:
         if load.role.kind != OPTIMIZER:
             continue
-        if load.via is None and model.state.warm_start(load):
-            continue  # another run's optimizer state under this run's own learning rates: no resume
+        if load.via is None and model.state.warm_start(load) or model.state.started_over(load):
+            continue  # another run's optimizer state under this run's own learning rates, or from its start: no resume
         state = model.state.step_state(load.site.scope)
         restoring = model.roles.key(load.subject, load.site.scope) if load.subject is not None else None
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key) and model.state.moves_with(key, [restoring])]

@@ -23,7 +23,7 @@ from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
-from steplint.model.syntax import assignment_targets, children, dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import assignment_targets, children, disjuncts, dotted, keyword, last_name, literal, positional, walk_expressions
 from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
@@ -218,6 +218,30 @@ class State:
                 if any(self.model.roles.key(t.target, site.scope) == key for t in node.targets):
                     return keyword(node.value, "mixed_precision")
         return None
+
+    def started_over(self, load: Event) -> bool:
+        """A restore whose position is then set back to the run's start, under a test of what chose the
+        checkpoint (`_, _, _, epoch_str = load_checkpoint(ckpt_g, net_g, optim_g)` under `if ckpt_g is not
+        None:`, then `if ckpt_g is not None or ckpt_d is not None: epoch_str = 1`): a pretrained model the
+        run starts from, with its schedule and scaler fresh by design, not a resume."""
+        statement, scope = self.model.structure.holder.get(id(load.node)), load.site.scope
+        if not isinstance(statement, cst.Assign):
+            return False
+        read_back = {t.value for t in assignment_targets(statement) if isinstance(t, cst.Name) and t.value != "_"}
+        written = self.model.text.of
+        chosen_by = {written(guard.test) for guard in load.site.guards if not guard.negated and not guard.early_exit}
+        if not read_back or not chosen_by:
+            return False
+        for node, site in self.model.statements_of(scope):
+            if site.order <= load.order or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            target, value = node.targets[0].target, literal(node.value)
+            if isinstance(target, cst.Name) and target.value in read_back and isinstance(value, int) and not isinstance(value, bool):
+                # (under a test the load's own test makes true: the same test, or one of its disjuncts)
+                tests = {written(part) for guard in site.guards if not guard.negated for part in disjuncts(guard.test)}
+                if tests & chosen_by:
+                    return True
+        return False
 
     def warm_start(self, load: Event) -> bool:
         """An optimizer load that puts back the learning rates read before it (`lrs = [g["lr"] for g in
