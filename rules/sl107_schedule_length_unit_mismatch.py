@@ -87,7 +87,7 @@ def _stepped_per_epoch(model, reported):
         length = length_in_batches_stepped_per_epoch(model, known, event)
         if length is None or id(length.constructor) in reported:
             continue
-        if any(other is not event and model.same_object(other, event) for other in model.of_kind(SCHEDULER_STEP)):
+        if len(model.by_object(SCHEDULER_STEP).get(model.object_key(event), ())) > 1:
             continue  # (also stepped elsewhere: per batch, or told its position)
         reported.add(id(length.constructor))
         argument, loader_length = model.text.of(length.argument), model.text.of(length.loader_length)

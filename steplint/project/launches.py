@@ -86,6 +86,7 @@ class Launches:
 
     globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
+    _named: Dict[str, Set[str]] = field(default_factory=dict)  # a config file name as a launch line writes it -> the project's files it may be
 
     def note_code(self, text: str, keys: bool = True, globals_: bool = True) -> None:
         """The keys a module of the project sets true in its code (a config's defaults, an override), and
@@ -143,17 +144,24 @@ class Launches:
         return {"configured_options": sorted((configs or self).configured), "switched_off_keys": self.switched_off(configs),
                 "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k))}
 
+    def _config_files_named(self, name: str) -> Set[str]:
+        """The config files of the project a launch line's `name` (`configs/ljs.json`) may be (memoised:
+        every launched module asks again of every line)."""
+        if name not in self._named:
+            self._named[name] = {path for path in self.config_files if _same_file(name, path)}
+        return self._named[name]
+
     def configs_for(self, relative: str) -> Optional["ConfigKeys"]:
         """What the config files that may configure the script at `relative` set, when each of its launch
         lines names config files of the project: every config file but those only other scripts' launch
         lines name (`train_ms.py -c configs/vctk.json` claims vctk.json from `train.py`). None otherwise,
         or when no config is claimed away (every config file may apply)."""
         lines = [named for written, named in self.configs_named.get(posixpath.basename(relative), ()) if _same_file(written, relative)]
-        here = [{path for path in self.config_files if any(_same_file(name, path) for name in named)} for named in lines]
+        here = [{path for name in named for path in self._config_files_named(name)} for named in lines]
         if not lines or not all(here):
             return None
-        elsewhere = {path for script, entries in self.configs_named.items() for written, named in entries
-                     if not _same_file(written, relative) for path in self.config_files if any(_same_file(name, path) for name in named)}
+        elsewhere = {path for entries in self.configs_named.values() for written, named in entries
+                     if not _same_file(written, relative) for name in named for path in self._config_files_named(name)}
         claimed = elsewhere - set().union(*here)
         if not claimed:
             return None
