@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 from steplint import engine, notebook  # noqa: E402
 from steplint.config import Settings  # noqa: E402
 from steplint.engine import MAX_FIX_ROUNDS, fix_source  # noqa: E402
-from steplint.files import FileError, read_text, write_text  # noqa: E402
+from steplint.files import FileError, is_notebook, read_text, write_text  # noqa: E402
 from steplint.fixes import apply_edits, normalized, reparses  # noqa: E402
 
 BLOCK = 25  # programs per block; a block is all hypothesmith programs or all fixture-based ones
@@ -478,7 +478,7 @@ def check_file(path: str, data: bytes) -> bool:
         file = read_text(path)
     except FileError as error:
         raise Failure("skipped", str(error)) from None
-    if notebook.is_notebook(path):
+    if is_notebook(path):
         return check_notebook(path, file.text)
     fixed = check_text(path, file.text)
     if fixed != file.text:

@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import click
 
-from steplint import __version__, interrupt, notebook
+from steplint import __version__, interrupt
 from steplint.config import ConfigError, Overrides, Resolver, Settings, parse_per_file_ignores
 from steplint.cli_help import SectionedCommand
 from steplint import cache
@@ -22,7 +22,7 @@ from steplint.engine import (
     INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, import_analysis, internal_error, lint_source,
     needs_analysis, unanalysed_reason,
 )
-from steplint.files import FileError, NotRegularFile, decode_source, discover, read_text, write_text
+from steplint.files import FileError, NotRegularFile, decode_source, discover, is_notebook, read_text, write_text
 from steplint.pool import Pool
 from steplint.fixes import apply_edits, normalized, reparses
 from steplint.report import FORMATS, MACHINE_FORMATS, MARKS_FIXES, SHOWS_EVIDENCE, renderer
@@ -118,7 +118,7 @@ def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> File
         return FileReport(path, warning=f"skipped: {error}")
     except FileError as error:
         return FileReport(path, "", [_file_error(path, str(error))] if SYNTAX_ERROR in settings.enabled_rules(path) else [])
-    if notebook.is_notebook(path):
+    if is_notebook(path):
         report, written = check_notebook(path, file.text, settings, mode)
     else:
         if mode.use_cache and not (mode.fix or mode.diff or mode.add_noqa):
@@ -133,7 +133,7 @@ def _check_file(path: str, settings: Settings, mode: Mode, project=None) -> File
         write_text(path, file, written)
     except FileError as error:
         # Nothing was written: report the file as it is on disk, with the reason on stderr.
-        unfixed = check_notebook(path, file.text, settings, Mode())[0] if notebook.is_notebook(path) else checked_text(path, file.text, settings, Mode(), project)
+        unfixed = check_notebook(path, file.text, settings, Mode())[0] if is_notebook(path) else checked_text(path, file.text, settings, Mode(), project)
         unfixed.write_error = str(error)
         return unfixed
     return report
@@ -172,6 +172,8 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
     """Check a notebook's code cells as one module: the report (on that module's text, diagnostics
     located in their cells) and the notebook's new JSON, with only the changed cells' source, when
     anything changed."""
+    from steplint import notebook  # (on the first notebook only: a run over .py files starts faster)
+
     try:
         book = notebook.parse(text)
     except notebook.NotebookError as error:
@@ -621,7 +623,7 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
         click.echo(renderer(output_format)(undecodable, {path: ""}), nl=False, err=mode.fix or mode.add_noqa)
         sys.exit(_exit_status(undecodable, bool(undecodable), exit_zero, False))
     text = source.text
-    if notebook.is_notebook(path):
+    if is_notebook(path):
         report, written = check_notebook(path, text, settings, mode)
     else:
         project = _project_index([path], lambda p: resolver.settings_for(p).excluded(p), resolver, mode, {path: text}) if name else None
@@ -630,7 +632,7 @@ def _check_stdin(resolver: Resolver, name: Optional[str], mode: Mode, output_for
     _file_messages([report], verbose)
     rendered = _render(output_format, report.diagnostics, {path: report.text}, mode)
     if mode.fix or mode.add_noqa:
-        _write_stdout((written or (text if notebook.is_notebook(path) else report.text)).encode(source.encoding))
+        _write_stdout((written or (text if is_notebook(path) else report.text)).encode(source.encoding))
         click.echo(rendered, nl=False, err=True, color=use_color(color, sys.stderr))
     elif mode.diff:
         click.echo(report.diff, nl=False)

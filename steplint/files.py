@@ -10,9 +10,10 @@ import tempfile
 import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 from steplint import interrupt
 
@@ -152,9 +153,11 @@ class _GitIgnore:
     .git/info/exclude (relative to the repository's root), then each .gitignore met on the way down
     (relative to its folder). The last pattern that matches decides, so deeper files win."""
 
-    specs: Tuple[Tuple[str, GitIgnoreSpec], ...] = ()  # (the folder patterns are relative to, spec)
+    specs: Tuple[Tuple[str, "GitIgnoreSpec"], ...] = ()  # (the folder patterns are relative to, spec)
 
     def extended(self, folder: str, file: Optional[str] = None) -> "_GitIgnore":
+        from pathspec import GitIgnoreSpec  # (at the first ignore file: a check of one file starts faster)
+
         try:
             with open(file or os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
                 spec = GitIgnoreSpec.from_lines(handle.read().splitlines())
@@ -176,6 +179,11 @@ class _GitIgnore:
 
 def _is_virtualenv(folder: str) -> bool:
     return os.path.exists(os.path.join(folder, "pyvenv.cfg"))
+
+
+def is_notebook(path: str) -> bool:
+    """A Jupyter notebook, checked as the module its code cells make (steplint.notebook)."""
+    return path.endswith(".ipynb")
 
 
 def _python_file(path: str) -> bool:

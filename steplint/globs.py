@@ -6,13 +6,16 @@ it matches at any depth), plus `{a,b}` alternatives, which gitignore lacks and r
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 
 @lru_cache(maxsize=None)
-def compile_globs(patterns: Tuple[str, ...]) -> GitIgnoreSpec:
+def compile_globs(patterns: Tuple[str, ...]) -> "GitIgnoreSpec":
+    from pathspec import GitIgnoreSpec  # (at the first pattern matched: `steplint --version` needs none)
+
     return GitIgnoreSpec.from_lines([alternative for pattern in patterns for alternative in expand_braces(pattern)])
 
 

@@ -25,7 +25,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from steplint.diagnostic import Diagnostic
 from steplint.source import Source
 
-SUFFIX = ".ipynb"
 _MARKER = "# %% steplint-cell {}\n"
 _MARKER_LINE = re.compile(r"^# %% steplint-cell (\d+)\n", re.M)
 # Cell magics whose body is Python (ruff's list); any other `%%magic` cell is not Python.
@@ -37,10 +36,6 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 class NotebookError(Exception):
     """A file that is not a readable Jupyter notebook; the message says why."""
-
-
-def is_notebook(path: str) -> bool:
-    return path.endswith(SUFFIX)
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,22 @@
 """Start-up: printing the version or a rule's docs, and checking a file with nothing to analyse,
-never import LibCST (each run in a fresh interpreter)."""
+never import LibCST; nor does a check of .py files import the notebook support or pathspec until a
+notebook or a pattern needs them (each run in a fresh interpreter)."""
 
 import subprocess
 import sys
 
 import pytest
 
-PROBE = "import sys\nfrom steplint.cli import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n    print('exit', e.code, 'libcst' in sys.modules)\n"
+PROBE = "import sys\nfrom steplint.cli import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n    print('exit', e.code, {module!r} in sys.modules)\n"
 
 
 def loads_libcst(args, cwd):
-    done = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, cwd=cwd)
+    return loads("libcst", args, cwd)
+
+
+def loads(module, args, cwd):
+    """(exit code, whether `module` was imported) of `steplint ARGS` in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", PROBE.format(args=args, module=module)], capture_output=True, text=True, cwd=cwd)
     exit_line = done.stdout.strip().splitlines()[-1].split()
     assert exit_line[0] == "exit", done.stdout + done.stderr
     return exit_line[1], exit_line[2] == "True"
@@ -29,3 +35,17 @@ def test_a_file_without_candidate_text_is_checked_without_libcst(tmp_path):
 def test_a_file_with_candidate_text_is_analysed(tmp_path):
     (tmp_path / "train.py").write_text("def train(opt):\n    opt.step()\n")
     assert loads_libcst(["check", "train.py", "--no-cache"], tmp_path) == ("0", True)
+
+
+@pytest.mark.parametrize("module", ["steplint.notebook", "pathspec"])
+def test_a_check_of_one_python_file_leaves_out_what_it_does_not_use(module, tmp_path):
+    (tmp_path / "plain.py").write_text("import math\n")
+    assert loads(module, ["check", "plain.py", "--no-cache"], tmp_path) == ("0", False)
+
+
+def test_a_notebook_and_an_ignore_file_bring_them_in(tmp_path):
+    (tmp_path / "a.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    (tmp_path / ".gitignore").write_text("build/\n")
+    (tmp_path / ".git").mkdir()
+    assert loads("steplint.notebook", ["check", "--no-cache", "."], tmp_path) == ("0", True)
+    assert loads("pathspec", ["check", "--no-cache", "."], tmp_path) == ("0", True)
