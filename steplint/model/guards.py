@@ -79,6 +79,27 @@ def divides_by_window(modulo: cst.BinaryOperation) -> bool:
     return bool(_ACCUMULATION_NAME.search(text))
 
 
+def _holds_a_cadence(value: cst.BaseExpression) -> bool:
+    """Whether a value assigned to a name is a cadence or a window boundary by itself: a modulo, a flag
+    or a boundary call at the top of its condition (`(i + 1) % accum == 0 and not last`, `i % k`,
+    `engine.is_gradient_accumulation_boundary()`), not one inside arithmetic or a call's arguments
+    (a padded length `(n + r - n % r) // r`, or a loss computed from it, is a number, not a cadence)."""
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Comparison):
+            pending += [node.left] + [c.comparator for c in node.comparisons]
+        elif isinstance(node, cst.BooleanOperation):
+            pending += [node.left, node.right]
+        elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            pending.append(node.expression)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) or isinstance(node, (cst.Name, cst.Attribute)):
+            return True
+        elif isinstance(node, cst.Call) and last_name(node.func) == "is_gradient_accumulation_boundary":
+            return True
+    return False
+
+
 @lru_cache(maxsize=4096)  # the same few names are read in most conditions of a module
 def _name_kind(name: str) -> Optional[str]:
     """What a name read in a condition says by itself: a commit flag, a window boundary or a rank."""
@@ -326,6 +347,8 @@ class Guards:
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 kinds = self._kinds_of(node.value, site.scope)
+                if kinds & {MODULO, WINDOW_BOUNDARY} and not _holds_a_cadence(node.value):
+                    kinds = kinds - {MODULO, WINDOW_BOUNDARY}  # (a number: `n = (len + r - len % r) // r`, `loss = f(n)`)
                 if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
                     self._flags[self.model.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
                 elif _is_literal_default(node.value) and any(not g.raises and FINITENESS in self._kinds_of(g.test, site.scope) for g in site.guards):
