@@ -104,6 +104,8 @@ class Passes:
         """A scheduler follows the update of the optimizer it was built on (two optimizers sharing
         one scaler, GAN-style): None when the code does not say which optimizer that is."""
         optimizer = event.role.optimizer if event.kind == SCHEDULER_STEP and event.role is not None else None
+        if optimizer is not None and event.role.optimizer_replaced:
+            return []  # (its optimizer was replaced by a new one under the same name: no update here is its own)
         if optimizer is None or optimizer.split(":", 1)[0] not in (event.site.scope.name, "<module>", f"class {event.site.scope.class_name}"):
             return None
         # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)

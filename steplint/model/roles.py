@@ -19,7 +19,7 @@ from steplint.effects import SCHEDULER_MODULES
 from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
-from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, reads, walk_expressions
 from steplint.model.values import argument_for
 
 OPTIMIZER = "optimizer"
@@ -99,6 +99,7 @@ class Role:
     per_update: object = ...  # a timm scheduler's `t_in_epochs=False`: its step_update(n) moves the LR; ...: unknown
     positioned: bool = False  # a scheduler built with `last_epoch=<where the run resumes>`: restored by construction
     optimizer: Optional[str] = None  # a scheduler's optimizer, by key, when its constructor names it; a DeepSpeed engine's
+    optimizer_replaced: bool = False  # a scheduler whose optimizer is then replaced under its name by a new one
     present_if: Optional[str] = None  # built only when a flag holds (`GradScaler() if amp else None`): "<scope>:<flag>"
 
 
@@ -315,9 +316,11 @@ class RoleTable:
         given = keyword(call, "optimizer") or next(iter(positional(call)), None)
         optimizer = self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None
         if qualified.startswith(SCHEDULER_MODULES) and tail[:1].isupper():
-            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned, optimizer=optimizer)
+            return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned, optimizer=optimizer,
+                        optimizer_replaced=self._replaced_after(optimizer, call, scope))
         if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
-            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned, optimizer=optimizer)
+            return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned, optimizer=optimizer,
+                        optimizer_replaced=self._replaced_after(optimizer, call, scope))
         if qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler"):
             # timm's step_update(n) does nothing unless the scheduler counts updates (t_in_epochs=False)
             in_epochs = literal(keyword(call, "t_in_epochs"))
@@ -336,6 +339,26 @@ class RoleTable:
                 precision = self.default_as_run(given.value, scope)
             return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=PRECISION_FROM_EXPRESSION if precision is ... else precision)
         return None
+
+    def _replaced_after(self, optimizer: Optional[str], call: cst.Call, scope: Scope) -> bool:
+        """Whether the optimizer a scheduler is built on (by key) is then replaced under its name by a new
+        optimizer wherever the scheduler was built (`optimizer = AdamW(...)` a line below, built from
+        anything but the old one): the scheduler then drives an optimizer no loop steps."""
+        holder = self.structure.holder.get(id(call))
+        built = self.structure.site_of.get(id(holder)) if holder is not None else None
+        if optimizer is None or built is None:
+            return False
+        for node, site in self.structure.statements:  # (once per scheduler built: a handful per module)
+            if site.scope is not scope or site.order <= built.order or site.loop is not built.loop or len(site.guards) > len(built.guards):
+                continue
+            if not all(a is b for a, b in zip(site.guards, built.guards)) or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            if self.key(node.targets[0].target, scope) != optimizer or not isinstance(node.value, cst.Call):
+                continue
+            role = self.constructed(node.value, scope)
+            if role is not None and role.kind == OPTIMIZER and not any(self.key(read, scope) == optimizer for read in reads(node.value)):
+                return True
+        return False
 
     def _boosted_in_fp16(self, call: cst.Call, scope: Scope) -> bool:
         """A booster whose plugin trains in fp16, or whose own `mixed_precision` may be fp16 and is
