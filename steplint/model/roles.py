@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Dict, Iterable, Optional, Tuple
+from functools import cached_property
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import libcst as cst
 
@@ -348,8 +349,8 @@ class RoleTable:
         built = self.structure.site_of.get(id(holder)) if holder is not None else None
         if optimizer is None or built is None:
             return False
-        for node, site in self.structure.statements:  # (once per scheduler built: a handful per module)
-            if site.scope is not scope or site.order <= built.order or site.loop is not built.loop or len(site.guards) > len(built.guards):
+        for node, site in self._statements_by_scope.get(id(scope), ()):
+            if site.order <= built.order or site.loop is not built.loop or len(site.guards) > len(built.guards):
                 continue
             if not all(a is b for a, b in zip(site.guards, built.guards)) or not isinstance(node, cst.Assign) or len(node.targets) != 1:
                 continue
@@ -359,6 +360,14 @@ class RoleTable:
             if role is not None and role.kind == OPTIMIZER and not any(self.key(read, scope) == optimizer for read in reads(node.value)):
                 return True
         return False
+
+    @cached_property
+    def _statements_by_scope(self) -> Dict[int, List[tuple]]:
+        """id(scope) -> (node, site) of its statements, in program order (computed once)."""
+        found: Dict[int, List[tuple]] = {}
+        for node, site in self.structure.statements:
+            found.setdefault(id(site.scope), []).append((node, site))
+        return found
 
     def _boosted_in_fp16(self, call: cst.Call, scope: Scope) -> bool:
         """A booster whose plugin trains in fp16, or whose own `mixed_precision` may be fp16 and is
