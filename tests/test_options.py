@@ -150,3 +150,32 @@ def test_no_launch_facts_no_verdict():
     model = _model(SWITCHES, ModuleContext("train.py"))
     scope = next(s for s in model.structure.scopes if s.name == "train")
     assert model.roles.command_line.unproven(cst.parse_expression("trainer.cfg.use_amp"), scope) is None
+
+
+def test_a_precision_key_is_read_with_the_values_every_config_gives_it(tmp_path):
+    from steplint.project.launches import read_launches
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "a.yaml").write_text("train:\n  amp_dtype: fp32 # fp32, fp16 or bf16\n  precision: FP16\n")
+    (tmp_path / "configs" / "b.yaml").write_text("train:\n  amp_dtype: 'fp32'\n  precision: FP16\n  half_dtype: fp32\n")
+    (tmp_path / "configs" / "c.json").write_text('{"train": {"precision": "FP16", "mixed_dtype": "16"}, "model": {"mixed_dtype": 16}}')
+    launches = read_launches(str(tmp_path))
+    launches.note_code("cfg.train.half_dtype = other\n")
+    context = ModuleContext("train.py", **launches.context_of("train.py"))
+    module_text = (
+        "import torch\n\ndef train(args):\n    if args.train.amp_dtype == 'fp32':\n        dtype = torch.float32\n"
+        "    elif args.train.amp_dtype == 'fp16':\n        dtype = torch.float16\n    else:\n        raise ValueError()\n    return dtype\n"
+    )
+    model = _model(module_text, context)
+    lines = model.roles.command_line
+    train = next(scope for scope in model.structure.scopes if scope.name == "train")
+    # every config gives `fp32`, quoted or not: the comparison is decided, and so is the local set in the chain
+    assert lines.value_as_run(cst.parse_expression("args.train.amp_dtype == 'fp32'"), train) == (True, "config:train.amp_dtype")
+    assert lines.value_as_run(cst.parse_expression("dtype == torch.float32"), train) == (True, "config:train.amp_dtype")
+    assert lines.value_as_run(cst.parse_expression("dtype != torch.half"), train) == (True, "config:train.amp_dtype")
+    # values compare as written: `FP16` is not `fp16`
+    assert lines.value_as_run(cst.parse_expression("args.train.precision == 'fp16'"), train) == (False, "config:train.precision")
+    # a key the code assigns is not decided by the configs; nor a key given as a string and as a number
+    assert lines.value_as_run(cst.parse_expression("args.train.half_dtype == 'fp32'"), train)[0] is ...
+    assert lines.value_as_run(cst.parse_expression("args.mixed_dtype == 16"), train)[0] is ...
+    assert lines.value_as_run(cst.parse_expression("args.train.mixed_dtype == '16'"), train) == (True, "config:train.mixed_dtype")

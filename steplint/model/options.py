@@ -33,9 +33,10 @@ diagnostic.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Set
+from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
@@ -66,6 +67,8 @@ class CommandLine:
     contested: Set[str] = field(default_factory=set)  # globals the project's modules set to more than one value
     set_true: Set[str] = field(default_factory=set)  # switches of loss scaling a config file, launch line or code of the project sets true
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
+    binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
+    precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
 
     def off_as_run(self, test: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
@@ -95,7 +98,9 @@ class CommandLine:
         if isinstance(expr, cst.Name) and scope is not None and depth < 3:
             owner = scope.owner_of(expr.value)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
-            return self._as_run(values[0], owner, depth + 1) if len(values) == 1 and values[0] is not None else unknown
+            if len(values) == 1 and values[0] is not None:
+                return self._as_run(values[0], owner, depth + 1)
+            return self._the_binding_that_runs(owner, expr.value, depth) if len(values) > 1 else unknown
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             value, option = self._as_run(expr.expression, scope, depth)
             return (not value, option) if value is not ... else unknown
@@ -112,18 +117,70 @@ class CommandLine:
             value, option = self._as_run(expr.left, scope, depth)
             target = expr.comparisons[0]
             other = literal(target.comparator)
+            if other is ...:
+                other = torch_dtype(target.comparator) or ...
             test = _COMPARISONS.get(type(target.operator))
             if other is ... or test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
                 return unknown
             # (a global set once to one of some literals, by the machine it runs on: `dtype = "bfloat16" if
             # torch.cuda.is_bf16_supported() else "float32"`; the test is decided when each gives one answer)
             values, option = ([value], option) if value is not ... else self._global_choices(expr.left, scope)
+            if not values:
+                values, option = self._config_choices(expr.left)
             try:
                 answers = {test(each, other) for each in values}
             except TypeError:
                 return unknown  # (`None > 0`: Python would raise; the run does not take this test as false)
             return (answers.pop(), option) if len(answers) == 1 and option is not None else unknown
         return unknown
+
+    def _the_binding_that_runs(self, owner, name: str, depth: int) -> tuple:
+        """(the value of a local assigned in several branches, what decides it) when the tests of every
+        branch but one are decided as run: `if cfg.amp_dtype == "fp32": dtype = torch.float32 elif ...:
+        dtype = torch.float16` with every config giving `fp32` is `torch.float32`. (..., None) otherwise:
+        an assignment in a loop, or not a plain `=`, or more than one that may run."""
+        values = self.bindings.get((id(owner), name), ())
+        sites = self.binding_sites.get((id(owner), name), ())
+        running, decided_by = [], None
+        for value, site in zip(values, sites):
+            if value is None or site.loops:
+                return ..., None
+            against = self._decided_against(site, depth)
+            if against is None:
+                running.append(value)
+            decided_by = decided_by or against
+        if len(running) != 1 or decided_by is None:
+            return ..., None
+        constant = literal(running[0])
+        if constant is ...:
+            constant = torch_dtype(running[0]) or ...
+        if constant is not ...:
+            return constant, decided_by
+        value, option = self._as_run(running[0], owner, depth + 1)
+        return (value, option) if value is not ... and option is not None else (..., None)
+
+    def _decided_against(self, site, depth: int) -> Optional[str]:
+        """What makes one of the tests a site runs under go the other way in every run the project shows."""
+        for guard in site.guards:
+            if guard.early_exit:
+                continue
+            value, option = self._as_run(guard.test, site.scope, depth + 1)
+            if option is not None and value is not ... and bool(value) == guard.negated:
+                return option
+        return None
+
+    def _config_choices(self, expr: cst.BaseExpression) -> tuple:
+        """([each value the configs give a precision key], its label) for `cfg.train.amp_dtype` when the
+        project's config files give that key (each path ending in the one read) and nothing else sets it:
+        no launch line, no assignment in the project's code, nor in this module. ([], None) otherwise."""
+        keys = _key_path(expr)
+        if len(keys) < 2 or keys[-1] in self.written:
+            return [], None
+        below = ".".join(keys[1:])
+        paths = [p for p in self.precision_values if p == below or p.endswith("." + below)]
+        if not paths:
+            return [], None
+        return [scalar(word) for p in paths for word in self.precision_values[p]], f"config:{paths[0]}"
 
     def _global_choices(self, expr: cst.BaseExpression, scope) -> tuple:
         """([each literal a global may hold], its label) for a global set once to a choice of literals
@@ -218,7 +275,10 @@ class CommandLine:
             return ..., None
         below = ".".join(keys[1:])
         found = next((p for p in sorted(self.switched_off) if p == below or p.endswith("." + below)), None)
-        return (False, f"config:{found}") if found is not None else (..., None)
+        if found is not None:
+            return False, f"config:{found}"
+        values, label = self._config_choices(expr)
+        return (values[0], label) if len(set(map(repr, values))) == 1 else (..., None)
 
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
@@ -269,7 +329,11 @@ _COMPARISONS = {
 
 def _names_loss_scaling(test: cst.BaseExpression) -> bool:
     """A test of a key that switches loss scaling itself: `cfg.use_amp`, `hps["fp16_run"]`, `config.get("amp")`,
-    a local `use_amp` (not `if self.scaler:`, an object, nor `if args.resume:`)."""
+    a local `use_amp` (not `if self.scaler:`, an object, nor `if args.resume:`), or a comparison with a
+    precision (`dtype == torch.float32`, `cfg.amp_dtype == "fp16"`)."""
+    if isinstance(test, cst.Comparison):
+        operands = [test.left] + [c.comparator for c in test.comparisons]
+        return any(torch_dtype(o) is not None or literal(o) in _PRECISION_WORDS or _names_loss_scaling(o) for o in operands)
     if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and test.func.attr.value == "get" and test.args:
         key = literal(test.args[0].value)
     elif isinstance(test, cst.Name):
@@ -278,6 +342,42 @@ def _names_loss_scaling(test: cst.BaseExpression) -> bool:
         keys = _key_path(test)
         key = keys[-1] if keys else None
     return isinstance(key, str) and bool(_LOSS_SCALING_SWITCH.search(key))
+
+
+# What a precision is written as in a comparison (`amp_dtype == "fp16"`, `precision == "16-mixed"`)
+_PRECISION_WORDS = frozenset({"fp16", "fp32", "bf16", "float16", "float32", "bfloat16", "16-mixed", "bf16-mixed", "32-true", "O0", "O1", "O2", "O3"})
+_TORCH_DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16", "float64": "float64", "double": "float64"}
+
+
+@dataclass(frozen=True)
+class TorchDtype:
+    """A floating dtype of torch as a value (`torch.float16`, also written `torch.half`)."""
+
+    name: str
+
+
+def torch_dtype(expr: cst.BaseExpression) -> Optional[TorchDtype]:
+    written = dotted(expr)
+    if written is None or not written.startswith("torch.") or written.count(".") != 1:
+        return None
+    name = _TORCH_DTYPES.get(written[len("torch."):])
+    return TorchDtype(name) if name else None
+
+
+def scalar(written: str) -> object:
+    """A config file's value as written (JSON's text, or a YAML/TOML/INI token): `fp32`, `"16"`, `true`, `16`."""
+    try:
+        return json.loads(written)
+    except ValueError:
+        pass
+    word = written.lower()
+    if word in ("true", "yes", "on"):
+        return True
+    if word in ("false", "no", "off"):
+        return False
+    if word in ("null", "none", "~", ""):
+        return None
+    return written[1:-1] if len(written) > 1 and written[0] == written[-1] and written[0] in "'\"" else written
 
 
 def _key_path(expr: cst.BaseExpression) -> list:
@@ -305,7 +405,8 @@ def read_command_line(structure: Structure, project) -> CommandLine:
     launched = project is not None and project.launch_options is not None
     found = CommandLine(given=set(project.launch_options) if launched else None, configured=set(project.configured_options) if launched else set(),
                         switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set(),
-                        set_true=set(project.switches_set_true) if launched else set())
+                        set_true=set(project.switches_set_true) if launched else set(),
+                        precision_values=dict(project.precision_values) if launched else {})
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
     found.declared_global = {name for scope in structure.scopes for name in scope.global_names}
     for call, _ in structure.calls:
@@ -353,6 +454,7 @@ def read_command_line(structure: Structure, project) -> CommandLine:
             elif isinstance(target, cst.Name):
                 plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
                 found.bindings.setdefault((id(site.scope), target.value), []).append(node.value if plain else None)
+                found.binding_sites.setdefault((id(site.scope), target.value), []).append(site)
     for declarations in adopted.values():
         found.adopt(declarations)
     return found

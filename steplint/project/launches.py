@@ -50,6 +50,10 @@ _TRUE_OPTION = re.compile(r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]
 _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|apex|enable", re.I)
 # A key the code copies from another (`config.AMP = args.amp`, `cfg["fp16"] = opt.fp16`): on when its source may be
 _COPIED = re.compile(r"""^[ \t]*[A-Za-z_][\w.]*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*=[ \t]*[A-Za-z_]\w*(?:\.\w+|\[["'][\w-]+["']\])*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*(?:#[^\n]*)?$""", re.M)
+# Keys whose values say the precision (`amp_dtype: fp32`, `precision: bf16`, `dtype`): their values are read as run
+_PRECISION_KEY = re.compile(r"dtype|precision|amp|fp16|bf16|half|mixed|autocast", re.I)
+# ...and such a key assigned in code (`cfg.amp_dtype = x`, `config["dtype"] = x`), whose value the configs then do not decide
+_PRECISION_ASSIGNED = re.compile(r"""(?:\.|\[["'])(\w*(?:dtype|precision|amp|fp16|bf16|half|mixed|autocast)\w*)["']?\]?[ \t]*=(?!=)""", re.I)
 _ACCELERATE_PRECISION = re.compile(r"""--mixed[_-]precision(?:=|[ \t]+)["']?([A-Za-z0-9]+)""")
 _RUNNER = re.compile(r"\b(?:python[\d.]*|torchrun|accelerate|deepspeed|srun|mpirun|horovodrun)\b")
 _CONFIG_NAMED = re.compile(r"""(?<![\w./-])([\w./-]+\.(?:ya?ml|json))\b""")  # a config file a launch line names (`--config conf/dino.yaml`)
@@ -71,6 +75,8 @@ class Launches:
     mentioned: Set[str] = field(default_factory=set)
     configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
     config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
+    config_values: Dict[str, Set[str]] = field(default_factory=dict)  # precision key path -> each value the config files give it (`train.amp_dtype`: fp32)
+    assigned_in_code: Set[str] = field(default_factory=set)  # precision keys the project's code assigns (`cfg.amp_dtype = ...`)
     set_true: Set[str] = field(default_factory=set)  # last keys a config file sets true
     launch_true: Set[str] = field(default_factory=set)  # last keys a launch line sets true (`++train.use_fp16=true`)
     set_in_code: Set[str] = field(default_factory=set)  # last keys the project's code sets true (`cfg.amp = True`)
@@ -84,6 +90,17 @@ class Launches:
         on = self.switched_on(configs)
         return sorted(p for p in (configs or self).config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in on)
 
+    def precision_values(self, configs: Optional["ConfigKeys"] = None) -> Dict[str, List[str]]:
+        """Precision key paths (`train.amp_dtype`) -> the values the config files (`configs`: those a
+        script's launches name) give them, for the keys no launch line gives and no code of the project
+        assigns: what the run reads is one of those values."""
+        found, on = {}, self.switched_on(configs)  # (a key some file, launch or code sets true, by name, as `switched_off`)
+        for path, words in sorted((configs or self).config_values.items()):
+            key = path.rsplit(".", 1)[-1].replace("-", "_")
+            if key not in self.mentioned and key not in self.assigned_in_code and key not in on:
+                found[path] = sorted(words)
+        return found
+
     globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
     _named: Dict[str, Set[str]] = field(default_factory=dict)  # a config file name as a launch line writes it -> the project's files it may be
@@ -94,6 +111,7 @@ class Launches:
         self._shared = None
         if keys:
             self.set_in_code.update(keys_set_true(text))
+            self.assigned_in_code.update(m.group(1) for m in _PRECISION_ASSIGNED.finditer(text))
             for match in _COPIED.finditer(text):
                 target, source = match.group(1) or match.group(2), match.group(3) or match.group(4)
                 if target != source and _SWITCH.search(target):
@@ -138,11 +156,12 @@ class Launches:
             self._shared = self._config_fields(None)
         configs = self.configs_for(relative)
         fields = self._shared if configs is None else self._config_fields(configs)
-        return {"launch_options": self.options_for(relative), **{name: list(value) for name, value in fields.items()}}
+        return {"launch_options": self.options_for(relative), **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
 
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self).configured), "switched_off_keys": self.switched_off(configs),
-                "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k))}
+                "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
+                "precision_values": self.precision_values(configs)}
 
     def _config_files_named(self, name: str) -> Set[str]:
         """The config files of the project a launch line's `name` (`configs/ljs.json`) may be (memoised:
@@ -178,11 +197,14 @@ class ConfigKeys:
     configured: Set[str] = field(default_factory=set)
     set_true: Set[str] = field(default_factory=set)
     config_false: Set[str] = field(default_factory=set)
+    config_values: Dict[str, Set[str]] = field(default_factory=dict)  # precision key path -> its values
 
     def merge(self, other: "ConfigKeys") -> None:
         self.configured |= other.configured
         self.set_true |= other.set_true
         self.config_false |= other.config_false
+        for path, words in other.config_values.items():
+            self.config_values.setdefault(path, set()).update(words)
 
 
 def _same_file(written: str, relative: str) -> bool:
@@ -217,6 +239,8 @@ def read_launches(root: str) -> Launches:
             found.configured |= keys.configured
             found.set_true |= keys.set_true
             found.config_false |= keys.config_false
+            for path, words in keys.config_values.items():
+                found.config_values.setdefault(path, set()).update(words)
     return found
 
 
@@ -243,6 +267,10 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
             found.set_true.add(path.rsplit(".", 1)[-1].replace("-", "_"))
         elif word in _FALSE_WORDS and (value is not None or not is_json):
             found.config_false.add(path)
+        if _PRECISION_KEY.search(path.rsplit(".", 1)[-1]) and (value is not None or not is_json):
+            # (as written, quotes kept: `fp16` and `FP16`, `16` and `"16"` are other values to the code that compares them)
+            written = json.dumps(value) if is_json else str(value).strip()
+            found.config_values.setdefault(path, set()).add(written)
 
     if is_json:
         try:
@@ -255,6 +283,8 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
             if isinstance(value, dict):
                 pending.extend((f"{prefix}{k}.", v) for k, v in value.items() if isinstance(k, str))
             elif isinstance(value, bool) or isinstance(value, int) and value in (0, 1):
+                note(prefix[:-1], value)
+            elif isinstance(value, (str, int, float)) and _PRECISION_KEY.search(prefix[:-1].rsplit(".", 1)[-1]):
                 note(prefix[:-1], value)
         return
     parents: List[Tuple[int, str]] = []  # (indent, key) of the enclosing mappings
