@@ -49,7 +49,7 @@ from steplint.fixes import SAFE, Fix
 from steplint.model import CLIP, SCALED_BACKWARD, SKIPPABLE_STEP, UNSCALE
 from steplint.model.roles import SCALER
 from steplint.model.syntax import walk_expressions
-from steplint.rewrite import insert_before, lone_statement, move_to
+from steplint.rewrite import insert_before, is_grad_scaler, lone_statement, move_to
 from steplint.rule import Finding, rule
 
 
@@ -68,7 +68,9 @@ def check(model):
             continue
         line = f"{model.text.of(update.subject)}.unscale_({model.text.of(update.optimizer)})"
         later = [u for u in model.passes.in_iteration(clip, UNSCALE) if clip.order < u.order < update.order]
-        if later:
+        if not is_grad_scaler(model, update.subject, update.site.scope):
+            fix = None  # (on some path the object is no GradScaler: `unscale_` would fail there)
+        elif later:
             # a second unscale_ would raise "unscale_() has already been called": move the one there is
             fix = _move_before(model, later[0], clip, model.text.of(later[0].node))
         else:

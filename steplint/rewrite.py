@@ -237,9 +237,10 @@ def is_grad_scaler(model: ModuleModel, subject: cst.BaseExpression, scope) -> bo
     here by its qualified constructor (or annotated so), or one the code shows the GradScaler
     protocol of (`step(...)`, `update()` and one of GradScaler's own methods: `scale`, `unscale_`,
     `is_enabled`, `get_scale`) and never builds from anything else. A wrapper with a `step` of its
-    own (a toolkit's accelerator) is not one."""
+    own (a toolkit's accelerator) is not one, nor a name given another object on some path
+    (`self.scaler = NoScaling()` when a switch is off)."""
     role = model.roles.of(subject, scope)
-    if role is None or role.kind != SCALER:
+    if role is None or role.kind != SCALER or model.roles.holds_another(model.roles.key(subject, scope), SCALER):
         return False
     if role.evidence >= ANNOTATION:
         return True

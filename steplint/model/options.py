@@ -44,9 +44,9 @@ from steplint.effects import ANY_OPTION
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, literal, positional
 
-# Keys that switch loss scaling itself on (`use_amp`, `fp16_run`, `enable_amp`, `mixed_precision`; not
-# `bf16`, which scales nothing, nor `scaler`, an object)
-_LOSS_SCALING_SWITCH = re.compile(r"(?:^|_)(?:amp|fp16|apex|half|autocast)(?:_|$)|mixed_precision", re.I)
+# Keys that switch loss scaling itself on (`use_amp`, `fp16_run`, `enable_amp`, `mixed_precision`,
+# `use_grad_scaler`; not `bf16`, which scales nothing, nor `scaler`, an object)
+_LOSS_SCALING_SWITCH = re.compile(r"(?:^|_)(?:amp|fp16|apex|half|autocast)(?:_|$)|mixed_precision|(?:^|_)(?:use|enable|with)_(?:grad_|loss_)?scal(?:er|ar|ing)(?:_|$)", re.I)
 _PARSE_CALLS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
 
 

@@ -361,6 +361,39 @@ class RoleTable:
                 return True
         return False
 
+    def holds_another(self, key: Optional[str], kind: str) -> bool:
+        """Whether some assignment of the module gives `key` a value that is not a `kind` (`self.scaler =
+        NoScaling()` in one branch, a GradScaler in the other): a fix that calls a method only a `kind`
+        has (`scaler.unscale_(...)`) would fail on that path. A `None` is not counted (`maybe_none`)."""
+        return key is not None and any(self._another(value, scope, kind) for value, scope in self._assigned_values.get(key, ()))
+
+    def _another(self, value: cst.BaseExpression, scope: Scope, kind: str) -> bool:
+        """A value shown not to be a `kind`: an object of another role, an instance of a class that is not
+        one (`NoScaling()`, `utils.DummyGradScalar()`: a CapWords callee without the role), a literal.
+        What the model cannot tell (a parameter, a factory's result) is not counted."""
+        if isinstance(value, cst.IfExp):
+            return any(self._another(v, scope, kind) for v in (value.body, value.orelse) if not _is_none(v))
+        if _is_none(value):
+            return False
+        role = self.value_role(value, scope)
+        if role is not None:
+            return role.kind != kind
+        if isinstance(value, cst.Call):
+            name = last_name(value.func) or ""
+            return name[:1].isupper() and not name.isupper()
+        return literal(value) is not ...
+
+    @cached_property
+    def _assigned_values(self) -> Dict[str, List[tuple]]:
+        """Key -> (value, scope) of each plain assignment of it in the module (computed once)."""
+        found: Dict[str, List[tuple]] = {}
+        for node, site in self.structure.statements:
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, (cst.Name, cst.Attribute)):
+                key = self.key(node.targets[0].target, site.scope)
+                if key:
+                    found.setdefault(key, []).append((node.value, site.scope))
+        return found
+
     @cached_property
     def _statements_by_scope(self) -> Dict[int, List[tuple]]:
         """id(scope) -> (node, site) of its statements, in program order (computed once)."""
