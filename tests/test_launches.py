@@ -112,3 +112,32 @@ def test_code_sets_a_key_true_as_an_annotated_default_a_dict_entry_or_an_option_
     found = keys_set_true(code)
     assert {"use_amp", "fp16_run", "fp16", "mixed_precision", "autocast"} <= found
     assert not {"bf16", "half", "apex", "amp"} & found
+
+
+def test_launch_lines_give_option_values(tmp_path):
+    from steplint.project.launches import read_launches
+
+    (tmp_path / "run.sh").write_text(
+        "ACC=2\npython train.py --accum 1 --fp16 --lr=$LR \\\n  --name bert-base\npython train.py --accum=$ACC --epochs 3\n"
+    )
+    lines = read_launches(str(tmp_path)).option_values_for("train.py")
+    assert lines == [{"accum": "1", "fp16": "", "lr": None, "name": "bert-base"}, {"accum": "2", "epochs": "3"}]
+    assert read_launches(str(tmp_path)).option_values_for("eval.py") is None
+
+
+def test_an_option_every_launch_gives_one_value_has_that_value(tmp_path):
+    import libcst as cst
+
+    from steplint.config import Settings
+    from steplint.model import build_model
+    from steplint.project.context import ModuleContext
+    from steplint.source import Source
+
+    text = 'import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("--accum", type=int, default=1)\nargs = parser.parse_args()\n'
+    module = cst.parse_module(text)
+    for lines, value in (([{"accum": "1"}, {"accum": "1", "lr": "3"}], 1), ([{"accum": "1"}, {"lr": "3"}], 1),
+                         ([{"accum": "4"}, {"lr": "3"}], ...), ([{"accum": None}], ...), (None, ...)):
+        given = sorted({name for line in lines or [{"accum": "4"}] for name in line})
+        context = ModuleContext("train.py", launch_options=given, launch_values=lines)
+        model = build_model(Source("train.py", text), module, Settings(), context)
+        assert model.roles.command_line.value_as_run(cst.parse_expression("args.accum"), model.structure.scopes[0])[0] == value, lines

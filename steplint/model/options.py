@@ -58,6 +58,7 @@ class CommandLine:
     written: Set[str] = field(default_factory=set)  # attribute names the module assigns (`args.fp16 = True`)
     rewritten: bool = False  # the module writes the parsed options from data (a config it loads), or in code
     given: Optional[Set[str]] = None  # options a launch of the module may give (steplint.project.launches); None: unknown
+    launch_values: Optional[List[Dict[str, Optional[str]]]] = None  # per launch line naming the module: option -> value as written
     configured: Set[str] = field(default_factory=set)  # keys the project's config files set true
     switched_off: Set[str] = field(default_factory=set)  # config key paths set false in every config file, and never true
     parsers: Set[str] = field(default_factory=set)  # receivers of `add_argument` as written (`parser`, `self.parser`)
@@ -211,9 +212,20 @@ class CommandLine:
         if not (isinstance(test.value, cst.Name) and test.value.value in self.parsed_names):
             return ..., None
         default = self.declared.get(name, ...)
-        if default is ... or name in self.written or any(alias in self.given for alias in self.aliases.get(name, {name})):
+        if default is ... or name in self.written:
             return ..., None
-        return default, option_of(test)
+        aliases = self.aliases.get(name, {name})
+        if not any(alias in self.given for alias in aliases):
+            return default, option_of(test)
+        # (given by some launch line: decided when every line that names the script gives one value, or leaves the default)
+        values = []
+        for line in self.launch_values or [{alias: None for alias in aliases}]:
+            written = next((line[alias] for alias in aliases if alias in line), ...)
+            if written is None:
+                return ..., None
+            values.append(default if written is ... else True if written == "" else scalar(written))
+        same = all(type(v) is type(values[0]) and v == values[0] for v in values)
+        return (values[0], option_of(test)) if same else (..., None)
 
     def unproven(self, expr: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
         """`unproven:KEY` for a switch of loss scaling (`GradScaler(enabled=cfg.train.use_amp)`) that nothing
@@ -406,7 +418,8 @@ def read_command_line(structure: Structure, project) -> CommandLine:
     found = CommandLine(given=set(project.launch_options) if launched else None, configured=set(project.configured_options) if launched else set(),
                         switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set(),
                         set_true=set(project.switches_set_true) if launched else set(),
-                        precision_values=dict(project.precision_values) if launched else {})
+                        precision_values=dict(project.precision_values) if launched else {},
+                        launch_values=project.launch_values if launched else None)
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
     found.declared_global = {name for scope in structure.scopes for name in scope.global_names}
     for call, _ in structure.calls:

@@ -46,6 +46,7 @@ class ModuleContext:
     # Command-line options a run of the module as a script may be given, as the project's launch files
     # show (steplint.project.launches; `-` written `_`, "*" for any); None: no launch facts read.
     launch_options: Optional[List[str]] = None
+    launch_values: Optional[List[Dict[str, Optional[str]]]] = None  # per launch line naming the module: option -> value as written ("" a flag, None a variable)
     configured_options: List[str] = field(default_factory=list)  # keys the project's config files set true
     switched_off_keys: List[str] = field(default_factory=list)  # config key paths set false, each time, and never true (`train.fp16_run`)
     contested_globals: List[str] = field(default_factory=list)  # globals the project's modules set to more than one value

@@ -72,6 +72,7 @@ class Launches:
     """Options by the script a launch line names, and every option the launch files mention."""
 
     by_script: Dict[str, List[Tuple[str, Set[str]]]] = field(default_factory=dict)  # file name -> (path as written, options) per line
+    values_by_script: Dict[str, List[Tuple[str, Dict[str, Optional[str]]]]] = field(default_factory=dict)  # ... and the value each option is given (None: a variable)
     mentioned: Set[str] = field(default_factory=set)
     configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
     config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
@@ -149,6 +150,13 @@ class Launches:
                 given |= options
         return sorted(given if named else self.mentioned)
 
+    def option_values_for(self, relative: str) -> Optional[List[Dict[str, Optional[str]]]]:
+        """The options each launch line that names the module at `relative` gives it, with their values
+        as written (`""` for a flag, None for a variable); None when no line names it."""
+        name = posixpath.basename(relative)
+        lines = [values for written, values in self.values_by_script.get(name, ()) if _same_file(written, relative)]
+        return lines or None
+
     def context_of(self, relative: str) -> Dict[str, object]:
         """The launch fields of the module's ModuleContext. A script whose every launch line names config
         files of the project is read without the configs only other scripts are launched with."""
@@ -156,7 +164,7 @@ class Launches:
             self._shared = self._config_fields(None)
         configs = self.configs_for(relative)
         fields = self._shared if configs is None else self._config_fields(configs)
-        return {"launch_options": self.options_for(relative), **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
+        return {"launch_options": self.options_for(relative), "launch_values": self.option_values_for(relative), **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
 
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self).configured), "switched_off_keys": self.switched_off(configs),
@@ -338,8 +346,26 @@ def add_launch_text(found: Launches, text: str, keys: bool = True) -> None:
         command = _RUNNER.search(line) is not None  # (not prose that names the script: "- [x] Update train.py")
         for written in scripts:
             found.by_script.setdefault(posixpath.basename(written), []).append((written, options))
+            found.values_by_script.setdefault(posixpath.basename(written), []).append((written, _option_values(line)))
             if command:
                 found.configs_named.setdefault(posixpath.basename(written), []).append((written, named))
+
+
+def _option_values(line: str) -> Dict[str, Optional[str]]:
+    """Option -> the value a launch line gives it: `--accum 1` and `--accum=1` give "1", a flag `--fp16`
+    gives "", and `--lr $LR` gives None (a variable: any value)."""
+    found: Dict[str, Optional[str]] = {}
+    tokens = line.split()
+    for index, token in enumerate(tokens):
+        match = _OPTION.match(token) if token.startswith("--") else None
+        if match is None:
+            continue
+        name, _, value = token[2:].partition("=")
+        if not _:
+            following = tokens[index + 1] if index + 1 < len(tokens) else ""
+            value = "" if not following or following.startswith("-") or following in ("\\", "|", "&&", ";", ">") else following
+        found.setdefault(name.replace("-", "_"), None if "$" in value or "`" in value else value)
+    return found
 
 
 def _passes_variables_on(line: str) -> bool:
