@@ -344,8 +344,11 @@ class Guards:
                 value = node.value
                 if isinstance(value, cst.Call) and id(value) in self._scale_reads:
                     self._scale_vars.add(key)  # type: ignore[arg-type]
+        never_runs = self.model.roles.command_line.never_runs
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                if never_runs(site):
+                    continue  # (`if args.accum > 1: update = (i + 1) % args.accum == 0` with no run giving --accum)
                 kinds = self._kinds_of(node.value, site.scope)
                 if kinds & {MODULO, WINDOW_BOUNDARY} and not _holds_a_cadence(node.value):
                     kinds = kinds - {MODULO, WINDOW_BOUNDARY}  # (a number: `n = (len + r - len % r) // r`, `loss = f(n)`)

@@ -139,12 +139,13 @@ class CommandLine:
         """(the value of a local assigned in several branches, what decides it) when the tests of every
         branch but one are decided as run: `if cfg.amp_dtype == "fp32": dtype = torch.float32 elif ...:
         dtype = torch.float16` with every config giving `fp32` is `torch.float32`. (..., None) otherwise:
-        an assignment in a loop, or not a plain `=`, or more than one that may run."""
+        assignments in different loops, or not a plain `=`, or more than one that may run."""
         values = self.bindings.get((id(owner), name), ())
         sites = self.binding_sites.get((id(owner), name), ())
         running, decided_by = [], None
         for value, site in zip(values, sites):
-            if value is None or site.loops:
+            # (all in one loop body, or in none: a read sees one of the values that run, in any pass)
+            if value is None or len(site.loops) != len(sites[0].loops) or any(a is not b for a, b in zip(site.loops, sites[0].loops)):
                 return ..., None
             against = self._decided_against(site, depth)
             if against is None:
@@ -209,7 +210,10 @@ class CommandLine:
         name = test.attr.value
         if self.rewritten and name in self.configured:
             return ..., None  # copied in from a config that sets it
-        if not (isinstance(test.value, cst.Name) and test.value.value in self.parsed_names):
+        held = test.value
+        if isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self" and held.attr.value in self.parsed_names:
+            held = held.attr  # (`self.args.x`: the options a trainer keeps as `self.args = args`)
+        if not (isinstance(held, cst.Name) and held.value in self.parsed_names):
             return ..., None
         default = self.declared.get(name, ...)
         if default is ... or name in self.written:
