@@ -413,10 +413,13 @@ class Guards:
         """"callee|keyword" for the keywords this module's calls pass a value that may be true (anything
         but False, None, 0, ""): `Trainer(..., step_every_batch=args.fine)` gives `Trainer|step_every_batch`."""
         found = set()
-        for call, _ in self.model.structure.calls:
+        value_as_run = self.model.roles.command_line.value_as_run
+        for call, site in self.model.structure.calls:
             callee = dotted(call.func)
             for arg in call.args:
                 value = literal(arg.value) if arg.keyword is not None and callee else None
+                if value is ...:  # (an option no run gives, `do_amp=args.do_amp` without --do_amp, passes its default)
+                    value = value_as_run(arg.value, site.scope)[0]
                 if value is ... or value:
                     found.add(f"{callee}|{arg.keyword.value}")
         return found
