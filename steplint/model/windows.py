@@ -341,6 +341,22 @@ def window_indices(model: "ModuleModel", update: Event, batches: set) -> set:
     return found
 
 
+def _literals_assigned(node: cst.CSTNode, name: str) -> Iterator[object]:
+    """The values a statement assigns `name` (`...` for one that is no literal): `flag = True`,
+    `a, flag = False, True`; `flag += 1` and other kinds of binding give `...`."""
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            if isinstance(target.target, cst.Name) and target.target.value == name:
+                yield literal(node.value)
+            elif isinstance(target.target, (cst.Tuple, cst.List)):
+                values = node.value.elements if isinstance(node.value, (cst.Tuple, cst.List)) else None
+                for index, element in enumerate(target.target.elements):
+                    if isinstance(element.value, cst.Name) and element.value.value == name:
+                        yield literal(values[index].value) if values is not None and index < len(values) else ...
+    elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name) and node.target.value == name:
+        yield ... if isinstance(node, cst.AugAssign) or node.value is None else literal(node.value)
+
+
 class Windows:
     """Which statements run once per window (once per attempted update) and which every micro-batch."""
 
@@ -366,8 +382,27 @@ class Windows:
             # (`if evaluate_during_epochs and is_update_step:` holds only where the window's own test holds)
             or not g.negated and not boundary.negated and isinstance(g.test, cst.BooleanOperation)
             and any(self.model.guards.condition(c) == (text, flipped) for c in conjuncts(g.test)) and self.model.guards.unchanged(boundary, g, update.scope)
+            # (`if step % print_every == 0 and print_valid:` with `print_valid = True` only in the window's block: a latch)
+            or not g.negated and any(isinstance(c, cst.Name) and self._latched_by(boundary, c.value, update.scope) for c in conjuncts(g.test))
             for g in other.guards
         )
+
+    def _latched_by(self, boundary: Guard, name: str, scope: Scope) -> bool:
+        """`name` is a latch of the window: the function sets it to a true literal only under the window's
+        boundary (`print_valid = True` beside the step), and otherwise only to false ones (`print_valid =
+        False` once it has been read): what runs only while it holds runs once per window at most."""
+        def compute() -> bool:
+            set_true = False
+            for node, site in self.model.statements_of(scope):
+                for value in _literals_assigned(node, name):
+                    if value is ...:
+                        return False
+                    if value:
+                        if not any(g.test is boundary.test and g.negated == boundary.negated for g in site.guards):
+                            return False
+                        set_true = True
+            return set_true
+        return self.model.remember(("latched_by", id(boundary.test), boundary.negated, id(scope), name), compute)
 
     def cadence(self, site: Site, loop=None, boundaries: bool = False) -> Optional[Guard]:
         """The innermost cadence test (`n % k == 0`, `n == k`) a statement runs under inside `loop` (its
