@@ -89,8 +89,11 @@ class State:
                     if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                         found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
                     elif kind is None and isinstance(sub, cst.Name):
-                        # a parameter: the counter its callers pass (`self.save(self.epoch + 1)`)
-                        found.holds.setdefault("counter", []).extend(sorted(self._passed_for(scope, sub.value) & counters))
+                        # a parameter: the counter its callers pass (`self.save(self.epoch + 1)`), or the scaler
+                        # (`def save_checkpoint(..., amp, ...)` given apex's `amp` module: `amp.state_dict()`)
+                        passed = self._passed_for(scope, sub.value)
+                        found.holds.setdefault("counter", []).extend(sorted(passed & counters))
+                        found.holds.setdefault(SCALER, []).extend(sorted(passed & set(self.held_scalers)))
         # an object stored whole, or by its own `state_dict()`, stores the counters it holds (`self.stats.steps`)
         for value in found.entries.values():
             owner = value.func.value if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict" and not value.args else value
