@@ -111,6 +111,12 @@ class Passes:
         # (a call of a helper that steps, `self.optimizer_step()`, may step it: kept)
         return [u for u in candidates if u.optimizer is None or optimizer in (self.model.roles.key(u.optimizer, u.site.scope), _engine_optimizer(u))]
 
+    def may_follow(self, event: Event, update: Event) -> bool:
+        """Whether `event` may be tied to `update`: not a scheduler the code shows built on another
+        optimizer (a GAN's generator schedule beside the discriminator's less frequent update)."""
+        paired = self._own_updates(event, [update])
+        return paired is None or bool(paired)
+
     def built_on(self, scheduler: Event, update: Event) -> bool:
         """Whether the code says the scheduler was built on the optimizer that `update` steps."""
         paired = self._own_updates(scheduler, [update])

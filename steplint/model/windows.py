@@ -421,7 +421,7 @@ class Windows:
     def update_outside(self, event: Event) -> Optional[Event]:
         """An update of this iteration that runs once per window while `event` runs every batch."""
         for update in self.model.passes.in_iteration(event, SKIPPABLE_STEP, OPTIMIZER_STEP):
-            if self.boundary(update.site) is not None and not self.same_window(update.site, event.site):
+            if self.boundary(update.site) is not None and not self.same_window(update.site, event.site) and self.model.passes.may_follow(event, update):
                 return update
         return None
 
