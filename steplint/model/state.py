@@ -512,7 +512,8 @@ class State:
 
     @cached_property
     def positioned_on_resume(self) -> Set[str]:
-        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`),
+        """Schedulers put back at the resumed position by hand (`scheduler.last_epoch = start - 1`, or a
+        counter of theirs read back from the checkpoint: `scheduler.model_step = state["model_step"]`),
         built by a helper told that position (`self._setup_lr_scheduler(..., last_epoch=step - 1)`), or
         replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing),
         or told it: `scheduler.step(start_epoch)` outside any loop, or given its position at every step
@@ -526,7 +527,9 @@ class State:
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
-                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
+                    if isinstance(target.target, cst.Attribute) and (target.target.attr.value == "last_epoch" or reads_an_entry(node.value) and self.model.roles.is_(target.target.value, site.scope, SCHEDULER)):
+                        # (`scheduler.last_epoch = start - 1`; a scheduler's own counter read back from the checkpoint,
+                        # `self.scheduler.model_step = checkpoint["model_step"]`)
                         found.add(self.model.roles.key(target.target.value, site.scope) or "")
                     elif isinstance(node.value, cst.Call) and any(
                         a.keyword is not None and a.keyword.value == "last_epoch" and literal(a.value) != -1 for a in node.value.args
