@@ -348,7 +348,10 @@ class Counters:
         def compute():
             keys = set()
             for event in self.model.of_kind(COUNTER_INCREMENT):
-                if self.feeds(event) & {"schedule", "lr", "stop"}:
+                # (a local moved in no loop of its function, `steps = steps + 1`, adjusts a budget once: it
+                # counts nothing; an attribute may be moved by a method its caller's loop calls)
+                once = not event.site.loops and isinstance(event.subject, cst.Name) and event.site.scope.name != "<module>"
+                if not once and self.feeds(event) & {"schedule", "lr", "stop"}:
                     keys.add(self.model.roles.key(event.subject, event.site.scope))
             return keys - self.reset_each_pass - self.reset_in_their_loop
         return self.model.remember(("resume_keys",), compute)
