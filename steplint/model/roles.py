@@ -51,8 +51,8 @@ SCALER_CLASSES = {
     "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
 }
 # apex's fp16 optimizer wrappers: built with `dynamic_loss_scale=True`, their `step()` skips on overflow.
-APEX_FP16_OPTIMIZERS = {"apex.fp16_utils.FP16_Optimizer", "apex.fp16_utils.fp16_optimizer.FP16_Optimizer", "apex.optimizers.FP16_Optimizer",
-                        "apex.optimizers.fp16_optimizer.FP16_Optimizer"}
+APEX_FUSED_FP16_OPTIMIZERS = {"apex.optimizers.FP16_Optimizer", "apex.optimizers.fp16_optimizer.FP16_Optimizer"}
+APEX_FP16_OPTIMIZERS = {"apex.fp16_utils.FP16_Optimizer", "apex.fp16_utils.fp16_optimizer.FP16_Optimizer"} | APEX_FUSED_FP16_OPTIMIZERS
 LOSS_SCALER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler", "timm.utils.ApexScaler", "timm.utils.cuda.ApexScaler"}
 OPTIMIZER_FACTORIES = {"timm.optim.create_optimizer", "timm.optim.create_optimizer_v2", "transformers.AdamW", "transformers.Adafactor",
                        "transformers.optimization.AdamW", "transformers.optimization.Adafactor", "torch.distributed.optim.ZeroRedundancyOptimizer"}
@@ -304,7 +304,11 @@ class RoleTable:
             return Role(SCALER, CONSTRUCTOR, enabled=literal(enabled), enabled_by=dotted(enabled) if enabled is not None else None)
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
-        if qualified in APEX_FP16_OPTIMIZERS:  # (a static scale, the default, never skips)
+        if qualified in APEX_FP16_OPTIMIZERS:
+            # apex.optimizers' fused FP16_Optimizer returns from step() whenever the gradients' norm is inf/NaN,
+            # whatever its scale; apex.fp16_utils' one only with a dynamic scale (a static scaler sees no overflow)
+            if qualified in APEX_FUSED_FP16_OPTIMIZERS:
+                return Role(OPTIMIZER, CONSTRUCTOR, skips="apex-fused-fp16-optimizer")
             return Role(OPTIMIZER, CONSTRUCTOR, skips="apex-fp16-optimizer" if literal(keyword(call, "dynamic_loss_scale")) is True else None)
         if qualified in EMA_CLASSES:
             return Role(EMA, CONSTRUCTOR)

@@ -30,6 +30,7 @@ def skipped_by_the_code(model: "ModuleModel", event: Event) -> Optional[Tuple[Ev
 _NO_SIGNAL = {
     "apex": "apex skips it on overflow and has no public signal of the skip; consider `torch.amp.GradScaler`, whose record `committed_step` reads",
     "apex-fp16-optimizer": "apex's FP16_Optimizer skips it on overflow with a dynamic loss scale; its `overflow` attribute, read after `step()`, says so",
+    "apex-fused-fp16-optimizer": "apex's fused FP16_Optimizer skips it whenever the gradients' norm is inf/NaN, with a static loss scale too, and keeps no flag of the skip",
     "declared": "the configuration declares this optimizer skippable; gate on its framework's own commit signal",
     "colossalai": "a ColossalAI optimizer boosted in fp16 skips it on overflow and has no signal of the skip; in bf16 it never skips",
     "overflow-error": "the `except OverflowError` drops it and goes on: advance this in the `try` after the step, or under a flag the handler sets",
