@@ -703,9 +703,11 @@ def _from_state_dict_method(model: "ModuleModel", save: Event, call: cst.Call) -
 def _one_file_each(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
     """A checkpoint written as one file per object (`torch.save(optimizer.state_dict(), ".../optimizer.pt")`,
     then the scheduler's): the function's saves of one `x.state_dict()` each, together, when there are
-    two or more (a lone optimizer file is no sign of a checkpoint)."""
+    two or more, or when the module restores an optimizer from a file of that name (a lone optimizer file
+    is otherwise no sign of a checkpoint)."""
     def compute() -> Dict[int, Dict[str, cst.BaseExpression]]:
         found: Dict[int, Dict[str, cst.BaseExpression]] = {}
+        saves: Dict[int, List[Event]] = {}
         for event in model.of_kind(CHECKPOINT_SAVE):
             call = event.node
             stored = call.args[0].value if isinstance(call, cst.Call) and event.via is None and call.args else None
@@ -713,10 +715,44 @@ def _one_file_each(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
                 owner = dotted(stored.func.value)
                 if owner and owner != "self" and model.roles.qualified(call.func, event.site.scope) == "torch.save":
                     found.setdefault(id(event.site.scope), {})[owner] = stored
-        return {scope: entries for scope, entries in found.items() if len(entries) > 1}
+                    saves.setdefault(id(event.site.scope), []).append(event)
+        read_back = _file_names_restored(model)
+        return {scope: entries for scope, entries in found.items() if len(entries) > 1 or read_back & _file_names(model, saves[scope])}
 
     entries = model.remember(("one file each",), compute).get(id(save.site.scope))
     return Checkpoint(save, dict(entries)) if entries else None  # (no dict and no variable: no entry to add)
+
+
+def _file_names_restored(model: "ModuleModel") -> Set[str]:
+    """The file names (`"optimizer.pt"`) in the paths the module restores an optimizer's state from."""
+    def compute() -> Set[str]:
+        loads = [e for e in model.of_kind(STATE_LOAD) if e.via is None and e.role is not None and e.role.kind == OPTIMIZER]
+        return _file_names(model, loads)
+    return model.remember(("file names restored",), compute)
+
+
+def _file_names(model: "ModuleModel", events: List[Event]) -> Set[str]:
+    """String literals that name a file (`"optimizer.pt"`) in the calls of `events`, also in a local the
+    call reads that is set once (`optimizer_last = os.path.join(last, "optimizer.pt")`)."""
+    found: Set[str] = set()
+    for event in events:
+        pending = [event.node]
+        for _ in range(3):
+            names, next_round = [], []
+            for node in pending:
+                for sub in walk_expressions(node):
+                    value = literal(sub) if isinstance(sub, cst.SimpleString) else None
+                    if isinstance(value, str) and "." in value and "/" not in value and " " not in value:
+                        found.add(value)
+                    elif isinstance(sub, cst.Name):
+                        names.append(sub.value)
+            for name in names:
+                writes = [n for n, _ in model.statements_of(event.site.scope) if isinstance(n, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets)]
+                if len(writes) == 1:
+                    next_round.append(writes[0].value)
+            pending = next_round
+    return found
 
 
 def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
