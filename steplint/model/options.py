@@ -180,9 +180,14 @@ class CommandLine:
             return [], None
         below = ".".join(keys[1:])
         paths = [p for p in self.precision_values if p == below or p.endswith("." + below)]
-        if not paths:
+        if paths:
+            return [scalar(word) for p in paths for word in self.precision_values[p]], f"config:{paths[0]}"
+        # (a precision key every launch line naming the script gives, `--dtype bf16`, read through a config
+        # system of the project's own rather than this module's parser: that value, whatever its default)
+        key = keys[-1]
+        if not _PRECISION_KEY.search(key) or not self.launch_values or any(line.get(key) in (None, "") for line in self.launch_values):
             return [], None
-        return [scalar(word) for p in paths for word in self.precision_values[p]], f"config:{paths[0]}"
+        return [scalar(line[key]) for line in self.launch_values], f"--{key}"
 
     def _global_choices(self, expr: cst.BaseExpression, scope) -> tuple:
         """([each literal a global may hold], its label) for a global set once to a choice of literals
@@ -360,6 +365,8 @@ def _names_loss_scaling(test: cst.BaseExpression) -> bool:
     return isinstance(key, str) and bool(_LOSS_SCALING_SWITCH.search(key))
 
 
+# Keys whose values say the precision (as steplint.project.launches reads them from config files)
+_PRECISION_KEY = re.compile(r"dtype|precision|amp|fp16|bf16|half|mixed|autocast", re.I)
 # What a precision is written as in a comparison (`amp_dtype == "fp16"`, `precision == "16-mixed"`)
 _PRECISION_WORDS = frozenset({"fp16", "fp32", "bf16", "float16", "float32", "bfloat16", "16-mixed", "bf16-mixed", "32-true", "O0", "O1", "O2", "O3"})
 _TORCH_DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16", "float64": "float64", "double": "float64"}
