@@ -85,7 +85,7 @@ def argument_at_call(model, context, callee, where: str, call, scope):
     caller's own name for that module, if it binds one."""
     if where.startswith("module:"):
         name = module_binding(model.imports.names, where[len("module:"):], scope)
-        return cst.Name(name) if name else None
+        return cst.parse_expression(name) if name else None
     return context.argument(callee, where, call, scope)
 
 

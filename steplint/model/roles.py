@@ -655,9 +655,14 @@ STATEFUL_MODULES = {APEX_AMP: SCALER}
 
 
 def module_binding(module_names: Dict[str, str], qualified: str, scope: Scope) -> Optional[str]:
-    """The name the module's imports (`module_names`), or those of the function, bind to `qualified`."""
+    """The name the module's imports (`module_names`), or those of the function, bind to `qualified`, or
+    the dotted path to it from a package they bind (`apex.amp` after `import apex`)."""
     names = {**module_names, **(own_imports(scope) or {})}
-    return next((name for name, bound in names.items() if bound == qualified and scope.owner_of(name) is None), None)
+    found = next((name for name, bound in names.items() if bound == qualified and scope.owner_of(name) is None), None)
+    if found is None:  # (`import apex`, then `apex.amp.scale_loss(...)`: the package's name, and the path below it)
+        found = next((f"{name}{qualified[len(bound):]}" for name, bound in names.items()
+                      if qualified.startswith(bound + ".") and scope.owner_of(name) is None), None)
+    return found
 
 
 def own_imports(scope: Scope) -> Optional[Dict[str, str]]:

@@ -212,7 +212,7 @@ class State:
                 if scale is not None and literal(scale) != "dynamic" or level == "O0":
                     return None
         name = module_binding(self.model.imports.names, APEX_AMP, scope)
-        return self.model.roles.key(cst.Name(name), scope) if name else None
+        return self.model.roles.key(cst.parse_expression(name), scope) if name else None
 
     def _precision_given(self, accelerator: str, scope: "Scope") -> Optional[cst.BaseExpression]:
         """The `mixed_precision=` expression of the Accelerator constructor assigned to `accelerator`."""
