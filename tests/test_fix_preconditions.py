@@ -150,41 +150,20 @@ def test_a_fix_the_first_report_did_not_show_waits_for_the_next_run():
     assert "self.scheduler.load_state_dict" in second.text
 
 
-STAND_IN = '''import torch
-
-
-class NoScaling:
-    def scale(self, loss):
-        return loss
-
-    def step(self, optimizer):
-        optimizer.step()
-
-    def update(self):
-        pass
-
-
-class Trainer:
-    def __init__(self, model, amp):
-        self.model = model
-        self.optimizer = torch.optim.AdamW(model.parameters())
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / 100))
-        self.scaler = {built}
-
-    def train_step(self, batch):
-        loss = self.model(batch).mean()
-        self.optimizer.zero_grad()
-        self.scaler.scale(loss).backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.scheduler.step()
-'''
-
 
 def test_no_scaler_method_is_called_on_a_name_that_holds_a_stand_in_on_some_path():
-    # (the clip and the scheduler are reported either way; only a GradScaler on every path gets the fixes)
-    for built, fixed in (('torch.amp.GradScaler("cuda", enabled=amp)', True), ('torch.amp.GradScaler("cuda") if amp else NoScaling()', False)):
-        found = {d.code: d.fix for d in lint_source("train.py", STAND_IN.format(built=built), Settings())}
-        assert set(found) == {"SL101", "SL201"}, built
-        assert all((fix is not None) == fixed for fix in found.values()), built
+    # (the fixture's trainer holds a no-op stand-in when its switch is off: the clip is reported, with no fix;
+    # with a GradScaler on both paths, the fix is offered)
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "fixtures" / "SL201" / "grad_scaler_switch_turned_on" / "vae2_trainer.py"
+    text = path.read_text()
+    always = text.replace("self.grad_scalar = NoScaling2()", 'self.grad_scalar = torch.amp.GradScaler("cuda")')
+    for source, fixed in ((text, False), (always, True)):
+        found = [d for d in lint_source("vae2_trainer.py", source, Settings()) if d.code == "SL201"]
+        assert len(found) == 1 and (found[0].fix is not None) == fixed
+        # and the gate of a scheduler after the step, which calls `committed_step(self.grad_scalar, ...)`
+        scheduled = source.replace("        self.grad_scalar.update()\n", "        self.grad_scalar.update()\n        self.scheduler.step()\n").replace(
+            "        if not cfg.trainer", "        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, s / 100))\n        if not cfg.trainer")
+        found = [d for d in lint_source("vae2_trainer.py", scheduled, Settings()) if d.code == "SL101"]
+        assert len(found) == 1 and (found[0].fix is not None) == fixed
