@@ -354,7 +354,7 @@ def _names_loss_scaling(test: cst.BaseExpression) -> bool:
     precision (`dtype == torch.float32`, `cfg.amp_dtype == "fp16"`)."""
     if isinstance(test, cst.Comparison):
         operands = [test.left] + [c.comparator for c in test.comparisons]
-        return any(torch_dtype(o) is not None or literal(o) in _PRECISION_WORDS or _names_loss_scaling(o) for o in operands)
+        return any(torch_dtype(o) is not None or isinstance(literal(o), str) and literal(o) in _PRECISION_WORDS or _names_loss_scaling(o) for o in operands)
     if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and test.func.attr.value == "get" and test.args:
         key = literal(test.args[0].value)
     elif isinstance(test, cst.Name):
