@@ -179,3 +179,10 @@ def test_a_precision_key_is_read_with_the_values_every_config_gives_it(tmp_path)
     assert lines.value_as_run(cst.parse_expression("args.train.half_dtype == 'fp32'"), train)[0] is ...
     assert lines.value_as_run(cst.parse_expression("args.mixed_dtype == 16"), train)[0] is ...
     assert lines.value_as_run(cst.parse_expression("args.train.mixed_dtype == '16'"), train) == (True, "config:train.mixed_dtype")
+
+
+def test_a_comparison_with_a_precision_is_a_test_of_loss_scaling():
+    from steplint.model.options import _names_loss_scaling
+
+    for text, expected in (("dtype == torch.half", True), ("cfg.mode == 'fp16'", True), ("args.x == [1, 2]", False), ("args.mode == 'train'", False)):
+        assert _names_loss_scaling(cst.parse_expression(text)) is expected, text
