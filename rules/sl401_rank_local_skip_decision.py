@@ -41,7 +41,7 @@ import libcst as cst
 from steplint.model import COLLECTIVE, OPTIMIZER_STEP, SKIPPABLE_STEP
 from steplint.model.guards import FINITENESS
 from steplint.model.structure import ends_in
-from steplint.model.syntax import dotted, literal
+from steplint.model.syntax import dotted, literal, walk_expressions
 from steplint.rule import Finding, rule
 
 @rule("SL401", "rank-local-skip-decision", "A rank decides alone, from its own loss, whether the step runs")
@@ -90,13 +90,21 @@ def _reduced(model, test, scope):
 def _global(model, test, scope, order):
     if model.guards.same_on_every_rank(test, scope, order):
         return True
+    # (what the test reads, and what a local it reads was set from once before it: `global_invalid =
+    # invalid_flag.item() > 0` after `dist.all_reduce(invalid_flag)`)
+    read = set(model.keys_in(test, scope))
+    for name in {sub.value for sub in walk_expressions(test) if isinstance(sub, cst.Name)}:
+        writes = [(node, site) for node, site in model.statements_of(scope) if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)]
+        if len(writes) == 1 and writes[0][1].order < order:
+            read |= model.keys_in(writes[0][0].value, scope)
     for collective in model.events_in(scope, COLLECTIVE):
         if collective.order <= order:
             holder = model.structure.holder.get(id(collective.node))
             results = [t.target for t in holder.targets] if isinstance(holder, cst.Assign) and holder.value is collective.node else []
             for value in [arg.value for arg in collective.node.args] + results:
                 key = model.roles.key(value, scope)
-                if key and model.mentions(test, scope, key):
+                if key and key in read:
                     return True
     return False
 
