@@ -389,18 +389,20 @@ def _position_by_length(model, key: str, scope) -> List[Evidence]:
     in the data's batches."""
     divided = _length_dividends(model)
     if key in divided:
-        return [Evidence(BATCHES, divided[key], f"divided by the batches of an epoch (`{model.text.of(divided[key])}`): a position in the data")]
+        return [Evidence(BATCHES, divided[key], f"divided by a count of the data's batches (`{model.text.of(divided[key])}`): a position in the data")]
     for node, site in model.statements_in(scope, key):
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and model.roles.key(node.targets[0].target, site.scope) == key:
             for start in model.keys_in(node.value, site.scope) & set(divided):
-                why = f"set from `{model.text.of(node.value)}`, which the code divides by the batches of an epoch (`{model.text.of(divided[start])}`)"
+                why = f"set from `{model.text.of(node.value)}`, which the code divides by a count of the data's batches (`{model.text.of(divided[start])}`)"
                 return [Evidence(BATCHES, node, why)]
     return []
 
 
 def _length_dividends(model) -> Dict[str, cst.BinaryOperation]:
     """Keys of `x` in `x // len(loader)`, `x % len(loader)` or `x / len(loader)` (epochs done, as a
-    fraction), for a loader a loop iterates."""
+    fraction), for a loader a loop iterates; also `x / max_iterations` with `max_iterations = epochs *
+    len(loader)`, the run's length in batches (a poly schedule's progress), and the counter a local `x`
+    is set from once (`shift_iter = iter_num - warmup`)."""
     def compute():
         iterated = _iterated(model)
         found: Dict[str, cst.BinaryOperation] = {}
@@ -408,14 +410,47 @@ def _length_dividends(model) -> Dict[str, cst.BinaryOperation]:
             for sub in walk_expressions(node):
                 if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, (cst.FloorDivide, cst.Modulo, cst.Divide))):
                     continue
-                right = sub.right
-                if isinstance(right, cst.Call) and dotted(right.func) == "len" and len(right.args) == 1 and dotted(right.args[0].value) in iterated:
-                    if isinstance(sub.left, (cst.Name, cst.Attribute)):
-                        key = model.roles.key(sub.left, site.scope)
-                        if key:
-                            found.setdefault(key, sub)
+                if _counts_batches(model, sub.right, site.scope, iterated, isinstance(sub.operator, cst.Divide)) and isinstance(sub.left, (cst.Name, cst.Attribute)):
+                    key = model.roles.key(sub.left, site.scope)
+                    if key:
+                        found.setdefault(key, sub)
+                        for source in _set_from(model, sub.left, site.scope):
+                            found.setdefault(source, sub)
         return found
     return model.remember(("length dividends",), compute)
+
+
+def _counts_batches(model, expr: cst.BaseExpression, scope, iterated: Set[str], run_length: bool) -> bool:
+    """`len(loader)` of a loader a loop iterates; with `run_length`, also a product of it (`epochs *
+    len(loader)`), or a local set once to one."""
+    if isinstance(expr, cst.Call):
+        return dotted(expr.func) == "len" and len(expr.args) == 1 and dotted(expr.args[0].value) in iterated
+    if not run_length:
+        return False
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return any(_counts_batches(model, side, scope, iterated, False) for side in (expr.left, expr.right))
+    if isinstance(expr, cst.Name):
+        values = _values_set_once(model, expr, scope)
+        return len(values) == 1 and isinstance(values[0], cst.BinaryOperation) and _counts_batches(model, values[0], scope, iterated, True)
+    return False
+
+
+def _values_set_once(model, name: cst.Name, scope) -> List[cst.BaseExpression]:
+    """The values a function's plain assignments give a local (`[]` when it is none, or a parameter)."""
+    found = []
+    for node, _ in model.statements_of(scope):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and name.value in {t.value for t in assignment_targets(node) if isinstance(t, cst.Name)}:
+            found.append(node.value if isinstance(node, cst.Assign) and len(node.targets) == 1 else None)
+    return [v for v in found if v is not None] if None not in found else []
+
+
+def _set_from(model, expr: cst.BaseExpression, scope) -> Set[str]:
+    """The counters a local divided by the run's batches is set from, in each of its assignments
+    (`shift_iter = iter_num - args.warmup_period`, `shift_iter = iter_num`): they stand where it does."""
+    if not isinstance(expr, cst.Name):
+        return set()
+    keys = [set(model.keys_in(value, scope)) & set(model.units.increments) for value in _values_set_once(model, expr, scope)]
+    return set.intersection(*keys) if keys else set()
 
 
 def _enumerate_indices(model) -> Dict[str, cst.Call]:
