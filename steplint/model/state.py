@@ -524,6 +524,7 @@ class State:
             if event.role is not None and not event.role.metric and isinstance(event.node, cst.Call) and event.subject is not None:
                 told.setdefault(self.model.roles.key(event.subject, event.site.scope) or "", []).append(event)
         found.update(key for key, events in told.items() if all(e.explicit_position for e in events) or any(e.explicit_position and e.site.loop is None for e in events))
+        counters = set(self.model.units.increments)
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
@@ -534,6 +535,11 @@ class State:
                     elif isinstance(node.value, cst.Call) and any(
                         a.keyword is not None and a.keyword.value == "last_epoch" and literal(a.value) != -1 for a in node.value.args
                     ):
+                        found.add(self.model.roles.key(target.target, site.scope) or "")
+                    elif isinstance(node.value, cst.Call) and self.model.roles.is_(target.target, site.scope, SCHEDULER) and any(
+                        self.model.keys_in(a.value, site.scope) & counters for a in node.value.args[1:]
+                    ):
+                        # (built told the counter its run resumes at: `LinearWarmupCosineDecay(optimizer, ..., iteration=n_iter)`)
                         found.add(self.model.roles.key(target.target, site.scope) or "")
         return found
 
