@@ -174,6 +174,10 @@ class RoleTable:
     # -- lookups ---------------------------------------------------------------------------------
 
     def key(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[str]:
+        if isinstance(expr, cst.Subscript):  # (an object held in a dict under a literal key: `self.optimizers["G"]`)
+            entry = _literal_index(expr)
+            base = self.key(expr.value, scope) if entry is not None else None
+            return f"{base}[{entry!r}]" if base else None
         text = dotted(expr) if expr is not None else None
         if text is None:
             return None
@@ -459,6 +463,13 @@ class RoleTable:
         changed = False
         if _is_none(value) or isinstance(value, cst.IfExp) and (_is_none(value.body) or _is_none(value.orelse)):
             self.maybe_none.update(self.key(t, scope) for t in targets)
+        if isinstance(value, cst.Dict) and len(targets) == 1 and isinstance(targets[0], (cst.Name, cst.Attribute)):
+            # `self.optimizers = {"G": AdamW(...), "D": AdamW(...)}`: each entry holds its object's role
+            for entry in value.elements:
+                name = literal(entry.key) if isinstance(entry, cst.DictElement) else None
+                if isinstance(name, str):
+                    held = cst.Subscript(targets[0], [cst.SubscriptElement(cst.Index(cst.SimpleString(repr(name))))])
+                    changed |= self._set(self.key(held, scope), _without_loss_scaling(self.value_role(entry.value, scope), off_as_run))
         for target in targets:
             for element, role in self._unpack(target, value, scope):
                 key = self.key(element, scope)
@@ -626,6 +637,14 @@ class RoleTable:
 
 
 _BOOST_PARAMETERS = ("model", "optimizer", "criterion", "dataloader", "lr_scheduler")
+
+
+def _literal_index(expr: cst.Subscript) -> Optional[str]:
+    """`"G"` of `x["G"]`: the one string literal a subscript indexes with, else None."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    value = literal(expr.slice[0].slice.value)
+    return value if isinstance(value, str) else None
 
 
 def _is_none(expr: Optional[cst.BaseExpression]) -> bool:

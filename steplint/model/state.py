@@ -81,7 +81,7 @@ class State:
         counters = self.model.counters.resume_keys()
         for value in found.entries.values():
             for sub in walk_expressions(value):
-                if isinstance(sub, (cst.Name, cst.Attribute)):
+                if isinstance(sub, (cst.Name, cst.Attribute, cst.Subscript)):
                     key = self.model.roles.key(sub, scope)
                     role = self.model.roles.roles.get(key or "")
                     kind = role.kind if role else (SCALER if key in self.held_scalers else "counter" if key in counters else None)
