@@ -52,8 +52,6 @@ _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|
 _COPIED = re.compile(r"""^[ \t]*[A-Za-z_][\w.]*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*=[ \t]*[A-Za-z_]\w*(?:\.\w+|\[["'][\w-]+["']\])*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*(?:#[^\n]*)?$""", re.M)
 # Keys whose values say the precision (`amp_dtype: fp32`, `precision: bf16`, `dtype`): their values are read as run
 _PRECISION_KEY = re.compile(r"dtype|precision|amp|fp16|bf16|half|mixed|autocast", re.I)
-# ...and such a key assigned in code (`cfg.amp_dtype = x`, `config["dtype"] = x`), whose value the configs then do not decide
-_PRECISION_ASSIGNED = re.compile(r"""(?:\.|\[["'])(\w*(?:dtype|precision|amp|fp16|bf16|half|mixed|autocast)\w*)["']?\]?[ \t]*=(?!=)""", re.I)
 _ACCELERATE_PRECISION = re.compile(r"""--mixed[_-]precision(?:=|[ \t]+)["']?([A-Za-z0-9]+)""")
 _RUNNER = re.compile(r"\b(?:python[\d.]*|torchrun|accelerate|deepspeed|srun|mpirun|horovodrun)\b")
 _CONFIG_NAMED = re.compile(r"""(?<![\w./-])([\w./-]+\.(?:ya?ml|json))\b""")  # a config file a launch line names (`--config conf/dino.yaml`)
@@ -105,6 +103,7 @@ class Launches:
     globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
     _named: Dict[str, Set[str]] = field(default_factory=dict)  # a config file name as a launch line writes it -> the project's files it may be
+    _assigned_pattern: Optional[tuple] = None  # (the precision keys, the pattern of their assignment in code)
 
     def note_code(self, text: str, keys: bool = True, globals_: bool = True) -> None:
         """The keys a module of the project sets true in its code (a config's defaults, an override), and
@@ -112,13 +111,24 @@ class Launches:
         self._shared = None
         if keys:
             self.set_in_code.update(keys_set_true(text))
-            self.assigned_in_code.update(m.group(1) for m in _PRECISION_ASSIGNED.finditer(text))
+            assigned = self._precision_assigned()
+            if assigned is not None:
+                self.assigned_in_code.update(m.group(1) for m in assigned.finditer(text))
             for match in _COPIED.finditer(text):
                 target, source = match.group(1) or match.group(2), match.group(3) or match.group(4)
                 if target != source and _SWITCH.search(target):
                     self.copied.setdefault(target.replace("-", "_"), set()).add(source.replace("-", "_"))
         for match in _TOP_LEVEL_SET.finditer(text) if globals_ else ():
             self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
+
+    def _precision_assigned(self) -> Optional["re.Pattern"]:
+        """The pattern of an assignment, in code, of a precision key the config files give (`cfg.amp_dtype =
+        ...`, `config["amp_dtype"] = ...`); None when they give none (nothing to look for)."""
+        keys = sorted({path.rsplit(".", 1)[-1] for path in self.config_values})
+        if self._assigned_pattern is None or self._assigned_pattern[0] != keys:
+            pattern = re.compile(r"""(?:\.|\[["'])(""" + "|".join(map(re.escape, keys)) + r""")["']?\]?[ \t]*=(?!=)""") if keys else None
+            self._assigned_pattern = (keys, pattern)
+        return self._assigned_pattern[1]
 
     def switched_on(self, configs: Optional["ConfigKeys"] = None) -> Set[str]:
         """Keys some config, launch line or code sets true, or that the code copies from a key a launch
