@@ -36,6 +36,12 @@ The optimizers one run of a function restores (a GAN's generator and discriminat
 or in another branch, is another resume.
 A warm start is no resume: an optimizer state loaded from another run, after which the code puts
 back the learning rates it read before the load, starts a new run with a fresh scaler.
+A scheduler put back at the resumed position needs no state of its own: `scheduler.last_epoch = ...`,
+a counter of its read back from the checkpoint (`scheduler.model_step = state["model_step"]`), or
+built after the resume with that position (`last_epoch=start - 1`, `iteration=n_iter`). timm's
+`NativeScaler` and apex amp (also reached as `apex.amp` after `import apex`) are loss scalers, like
+the GradScaler; objects held in a dict under a literal key (`self.optimizers["G"]`) are tracked by
+that entry.
 
 Two resumes are reported though the missing state is not in the restoring function:
 - The restore is followed by a call of a function of the project that builds its own loss scaler and
