@@ -186,3 +186,21 @@ def test_a_comparison_with_a_precision_is_a_test_of_loss_scaling():
 
     for text, expected in (("dtype == torch.half", True), ("cfg.mode == 'fp16'", True), ("args.x == [1, 2]", False), ("args.mode == 'train'", False)):
         assert _names_loss_scaling(cst.parse_expression(text)) is expected, text
+
+
+def test_and_or_of_decided_tests_are_decided():
+    text = PARSER + "\n\ndef train(args, half):\n    return args.fp32\n"
+    model = build_model(Source("train.py", text), cst.parse_module(parser_text(text)), Settings(), ModuleContext("train.py", launch_options=["lr"]))
+    lines, module = model.roles.command_line, model.structure.scopes[0]
+    for expression, expected in (("half and args.fp32", False), ("args.fp32 and half", False), ("half or not args.fp32", True),
+                                 ("half or args.fp32", ...), ("half and not args.fp32", ...), ("args.fp32 or args.accumulation > 1", False)):
+        assert lines.value_as_run(cst.parse_expression(expression), module)[0] == expected, expression
+
+
+def test_a_yaml_type_tag_is_not_part_of_the_value(tmp_path):
+    from steplint.project.launches import read_launches
+
+    (tmp_path / "a.yaml").write_text("train:\n  use_amp: !!bool False  # fp32\n  precision_dtype: !!str fp32\n")
+    launches = read_launches(str(tmp_path))
+    assert launches.switched_off() == ["train.use_amp"]
+    assert launches.precision_values()["train.precision_dtype"] == ["fp32"]

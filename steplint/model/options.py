@@ -105,6 +105,16 @@ class CommandLine:
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             value, option = self._as_run(expr.expression, scope, depth)
             return (not value, option) if value is not ... else unknown
+        if isinstance(expr, cst.BooleanOperation):
+            # (`a and b` is false as run when one side is, true when both are; `or` the other way round)
+            deciding = not isinstance(expr.operator, cst.And)
+            sides = [self._as_run(side, scope, depth) for side in (expr.left, expr.right)]
+            for value, option in sides:
+                if value is not ... and option is not None and bool(value) == deciding:
+                    return deciding, option
+            if all(value is not ... and option is not None for value, option in sides):
+                return (not deciding), sides[0][1]
+            return unknown
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("bool", "isinstance") and expr.args:
             value, option = self._as_run(expr.args[0].value, scope, depth)
             if value is ...:

@@ -37,6 +37,7 @@ _SET_TRUE = re.compile(r"""^[ \t]*["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*(?:
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0", "null", "none", "~", "")
 _YAML_KEY = re.compile(r"""^([ \t]*)["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*([^#\n]*)""")
+_YAML_TAG = re.compile(r"^!!\w+\s+")  # a YAML type tag before a value (`enable_amp: !!bool False`)
 _SECTION = re.compile(r"^[ \t]*\[+[ \t]*([\w.-]+)[ \t]*\]+")
 # `key=true` as a word of a launch line (Hydra's `++train_conf.use_fp16=true`), or set true in the code
 # (`fp16_run=True`, `cfg.amp = True`, `config["amp"] = True`): found by the value, then the key before it
@@ -316,7 +317,7 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
         match = _YAML_KEY.match(line)
         if not match:
             continue
-        indent, key, value = len(match.group(1).expandtabs()), match.group(2), match.group(3).strip()
+        indent, key, value = len(match.group(1).expandtabs()), match.group(2), _YAML_TAG.sub("", match.group(3).strip())
         if empty is not None and indent <= empty[0]:
             note(empty[1], "")  # (`resume:  # path to latest checkpoint`: null)
         while parents and parents[-1][0] >= indent:
