@@ -218,18 +218,25 @@ def _counting_batches(model: "ModuleModel", known: Assignments, event: Event, lo
 
 def sized_by_its_loops_batches(model: "ModuleModel", event: Event) -> Optional[cst.BaseExpression]:
     """The bound a scheduler is built from when it is also the number of batches its loop runs: the
-    loop over `enumerate(loader)` stops when the index reaches `n` (`if i + 1 == n: break`), and the
+    loop over `enumerate(loader)` stops when the index reaches `n` (`if i + 1 == n: break`), or, under
+    accumulation, a counter advanced every batch does (`n_step += 1`, then `if n_step >= n_training_steps:
+    break`), and the
     constructor, or what it reads in the same function, reads `n` (`gamma = (hi / lo) ** (1 / (n - 1))`,
-    an LR range test). Such a schedule is laid out over batches: stepped per batch, it is the recipe."""
+    an LR range test; `num_training_steps=n_training_steps`). Such a schedule is laid out over batches:
+    stepped per batch, it is the recipe."""
     loop = event.site.loop
     if not isinstance(loop, cst.For):
         return None
     known = assignments(model)
-    built = constructor_of(model, known, event)
+    # (the one call that built it, whatever it is: a factory of the project's own reads its length too)
+    key = model.roles.key(event.subject, event.site.scope)
+    built = known.schedulers[key][0] if key is not None and len(known.schedulers.get(key, ())) == 1 else None
     if built is None or built[1].scope is not event.site.scope:
         return None
     read = {dotted(n) for n in _expanded(known, built[0], built[1], depth=3) if isinstance(n, (cst.Name, cst.Attribute))}
-    indices = model.counters.batch_indices(loop, counters=False)
+    # (a counter advanced every batch says batches only under accumulation, where batches and updates
+    # differ: without a window it counts attempted updates as much as batches)
+    indices = model.counters.batch_indices(loop, counters=model.windows.update_outside(event) is not None)
     for exit_ in model.events_in(event.site.scope, EARLY_EXIT):
         if exit_.site.loop is not loop or not isinstance(exit_.node, cst.Break):
             continue
