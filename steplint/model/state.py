@@ -524,6 +524,11 @@ class State:
             if event.role is not None and not event.role.metric and isinstance(event.node, cst.Call) and event.subject is not None:
                 told.setdefault(self.model.roles.key(event.subject, event.site.scope) or "", []).append(event)
         found.update(key for key, events in told.items() if all(e.explicit_position for e in events) or any(e.explicit_position and e.site.loop is None for e in events))
+        # (timm's schedulers take their position at every step: `step(epoch)` and `step_update(num_updates)`
+        # need it, a bare `step()` raises; what they hold besides is built from their arguments)
+        found.update(key for e in self.model.of_kind(SCHEDULER_STEP, HELPER_STATE)
+                     if e.subject is not None and e.role is not None and (e.role.constructor or "").startswith("timm.scheduler.")
+                     and (key := self.model.roles.key(e.subject, e.site.scope)))
         counters = set(self.model.units.increments)
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign):
