@@ -204,3 +204,11 @@ def test_a_yaml_type_tag_is_not_part_of_the_value(tmp_path):
     launches = read_launches(str(tmp_path))
     assert launches.switched_off() == ["train.use_amp"]
     assert launches.precision_values()["train.precision_dtype"] == ["fp32"]
+
+
+def test_apex_initialized_disabled_in_every_call_scales_nothing():
+    for enabled, off in (("False", True), ("True", False), ("args.fp16", True), ("flag", False)):
+        text = (PARSER.replace('parser.add_argument("--fp32", action="store_true")', 'parser.add_argument("--fp32", action="store_true")\nparser.add_argument("--fp16", action="store_true")')
+                + f"\nfrom apex import amp\n\ndef setup(model, optimizer, flag):\n    return amp.initialize(model, optimizer, enabled={enabled})\n")
+        model = build_model(Source("train.py", text), cst.parse_module(parser_text(text)), Settings(), ModuleContext("train.py", launch_options=["lr"]))
+        assert (model.roles.apex_disabled is not None) == off, enabled

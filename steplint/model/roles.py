@@ -561,6 +561,23 @@ class RoleTable:
             role = role if role is not None and role.kind == kind else Role(kind, USE)
             yield out, replace(role, evidence=max(role.evidence, USE), skips=booster.skips) if kind == OPTIMIZER and booster.skips else role
 
+    @cached_property
+    def apex_disabled(self) -> Optional[str]:
+        """What keeps apex amp off in every run: each `amp.initialize(...)` of the module is given `enabled=`
+        false as run (a literal, an option no launch gives, a config key set false): `amp.scale_loss` then
+        hands the loss back unscaled and no step is skipped. None when one may enable it, or none is made."""
+        found = None
+        for call, site in self.structure.calls:
+            if self.qualified(call.func, site.scope) != "apex.amp.initialize":
+                continue
+            enabled = keyword(call, "enabled")
+            off = "enabled=False" if enabled is not None and literal(enabled) is False else (
+                self.command_line.off_as_run(enabled, site.scope) or self.command_line.unproven(enabled, site.scope)) if enabled is not None else None
+            if not off:
+                return None
+            found = found or off
+        return found
+
     def _keys_calling(self, methods: frozenset) -> set:
         """Keys of the objects on which the module calls one of `methods`."""
         return {
@@ -573,7 +590,7 @@ class RoleTable:
         func = call.func
         changed = False
         args = positional(call)
-        if len(args) >= 2 and self.qualified(func, scope) == APEX_SCALE_LOSS and not off_as_run:
+        if len(args) >= 2 and self.qualified(func, scope) == APEX_SCALE_LOSS and not off_as_run and self.apex_disabled is None:
             changed |= self._set(self.key(args[1], scope), Role(OPTIMIZER, USE, skips="apex"))
         if isinstance(func, cst.Attribute):
             obj, method = func.value, func.attr.value

@@ -205,7 +205,9 @@ class State:
 
     def _apex_amp_key(self, scope: "Scope") -> Optional[str]:
         """The key of the name bound to `apex.amp`, unless an `amp.initialize` sets a static loss scale
-        (`loss_scale=128.0`) or an fp32 level (`opt_level="O0"`)."""
+        (`loss_scale=128.0`) or an fp32 level (`opt_level="O0"`), or every one is disabled as run."""
+        if self.model.roles.apex_disabled is not None:
+            return None
         for call, site in self.model.structure.calls:
             if self.model.roles.qualified(call.func, site.scope) == "apex.amp.initialize":
                 scale, level = keyword(call, "loss_scale"), literal(keyword(call, "opt_level"))
