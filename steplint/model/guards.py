@@ -35,7 +35,8 @@ RANK = "rank"  # runs on some ranks only
 FINITENESS = "finiteness"  # a rank's own isfinite/isnan check
 
 _EXACT_FLAG = re.compile(r"overflow|skipped|committed|applied|was_run|found_inf", re.I)
-_ACCUMULATION_NAME = re.compile(r"accum|grad_acc|update_freq|iters_to_accumulate", re.I)
+# (not `accumulated`: `Accumulated_Dataset_Epoch` counts epochs of data, not micro-batches of a window)
+_ACCUMULATION_NAME = re.compile(r"accum(?!ulated)|grad_acc|update_freq|iters_to_accumulate", re.I)
 _BOUNDARY_FLAG = re.compile(r"boundary|should_step|do_step|is_accumulating|sync_gradients|optimizer_step_now", re.I)
 _RANK_NAME = re.compile(r"(^|_)(rank|local_rank|global_rank|is_main_process|is_local_main_process|is_master|is_global_zero|is_main|main_process)$", re.I)
 _FINITE_CALLS = {"isfinite", "isnan", "isinf", "isnan_", "isfinite_"}
