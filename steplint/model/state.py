@@ -148,6 +148,16 @@ class State:
             paths = [e for each in handed if any(isinstance(s, (cst.SimpleString, cst.FormattedString)) for e in each for s in walk_expressions(e)) for e in each]
         return paths
 
+    @cached_property
+    def _calls_by_name(self) -> Dict[str, List[tuple]]:
+        """The module's calls by the last name of their callee (`save` of `self.save(...)`), once."""
+        found: Dict[str, List[tuple]] = {}
+        for call, site in self.model.structure.calls:
+            name = call.func.attr.value if isinstance(call.func, cst.Attribute) else call.func.value if isinstance(call.func, cst.Name) else None
+            if name is not None:
+                found.setdefault(name, []).append((call, site))
+        return found
+
     def _passed_for(self, scope: "Scope", parameter: str) -> Set[str]:
         """Keys read by what every call of a function of this module passes for one of its parameters:
         the same counter through each caller's argument (`def save(self, epoch)` called as
@@ -160,11 +170,11 @@ class State:
         if position < 0:
             return set()  # `self` itself: no argument passes it
         passed: List[Set[str]] = []
-        for call, site in self.model.structure.calls:
+        for call, site in self._calls_by_name.get(name, ()):
             func = call.func
-            if method and isinstance(func, cst.Attribute) and func.attr.value == name and dotted(func.value) == "self" and site.scope.class_name == scope.class_name:
+            if method and isinstance(func, cst.Attribute) and dotted(func.value) == "self" and site.scope.class_name == scope.class_name:
                 pass
-            elif not method and isinstance(func, cst.Name) and func.value == name:
+            elif not method and isinstance(func, cst.Name):
                 pass
             else:
                 continue
