@@ -92,13 +92,6 @@ def _present(model, guard, unscale):
     return text == model.text.of(unscale.subject) and guard.negated == flipped
 
 
-def _holds_as_run(model, guard, site):
-    """The guard lets every run the project shows through (`if update:` with `update = True`, its other
-    value set only under an option no launch gives): it skips nothing as run."""
-    value, option = model.roles.command_line.value_as_run(guard.test, site.scope)
-    return option is not None and value is not ... and bool(value) != guard.negated
-
-
 def _unscale_then_skip(model, updates):
     """`unscale_` on a path that reaches neither a step nor an update of its scaler: skipped on purpose."""
     steps = model.of_kind(SKIPPABLE_STEP)
@@ -114,7 +107,7 @@ def _unscale_then_skip(model, updates):
             continue  # each branch updates
         own = {id(g.test) for g in unscale.site.guards}
         # (a path where the scaler is None unscaled nothing either: `if scaler is not None:` skips nothing)
-        skips = [g for g in later[0].site.guards if id(g.test) not in own and not _present(model, g, unscale) and not _holds_as_run(model, g, later[0].site)]
+        skips = [g for g in later[0].site.guards if id(g.test) not in own and not _present(model, g, unscale) and not model.roles.command_line.lets_through(g, later[0].site.scope)]
         if not skips:
             continue  # the update is only in the other arm of the unscale's own test (an XLA branch beside the CUDA one): whether that arm runs with an enabled scaler is not known here
         if any(model.guards.kinds(g) & {WINDOW_BOUNDARY, COMMIT_GATE} for g in skips):

@@ -94,10 +94,9 @@ def _global(model, test, scope, order):
     # invalid_flag.item() > 0` after `dist.all_reduce(invalid_flag)`)
     read = set(model.keys_in(test, scope))
     for name in {sub.value for sub in walk_expressions(test) if isinstance(sub, cst.Name)}:
-        writes = [(node, site) for node, site in model.statements_of(scope) if isinstance(node, cst.Assign) and any(
-            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)]
-        if len(writes) == 1 and writes[0][1].order < order:
-            read |= model.keys_in(writes[0][0].value, scope)
+        once = model.roles.command_line.set_once(scope, name)
+        if once is not None and once[1].order < order:
+            read |= model.keys_in(once[0], scope)
     for collective in model.events_in(scope, COLLECTIVE):
         if collective.order <= order:
             holder = model.structure.holder.get(id(collective.node))

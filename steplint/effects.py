@@ -7,6 +7,8 @@ index is read from the cache without it. Places are written as text, see steplin
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -48,5 +50,8 @@ SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")
 # In the options a launch of a script gives it (steplint.project.launches, read by steplint.model.options):
 # a launch line that passes variables on where options go, which may give it any option.
 ANY_OPTION = "*"
+# Keys whose values say the precision (`amp_dtype: fp32`, `precision: bf16`, `dtype`): the project's launch
+# facts read their values from config files and launch lines, and the module's options compare them
+PRECISION_KEY = re.compile(r"dtype|precision|amp|fp16|bf16|half|mixed|autocast", re.I)
 # `accelerate launch --mixed_precision fp16 train.py`: the launcher's precision, noted among the options a launch gives
 ACCELERATE_PRECISION = "accelerate:mixed_precision="

@@ -64,7 +64,7 @@ def test_config_files_tell_the_keys_they_set_true(tmp_path):
     (tmp_path / "configs" / "unet.yaml").write_text("epochs: 300\namp: true\ndeterministic: false\n")
     (tmp_path / "ds.json").write_text('{\n  "fp16": true,\n  "bf16": false\n}\n')
     found = read_launches(str(tmp_path))
-    assert found.configured == {"amp", "fp16"}
+    assert found.configs.configured == {"amp", "fp16"}
 
 
 def test_launch_files_are_read_from_the_project_tree(tmp_path):

@@ -116,12 +116,7 @@ class ModuleModel:
 
     def statements_of(self, scope: Scope) -> List[tuple]:
         """(node, site) of the statements of one scope, in program order."""
-        def compute():
-            found: Dict[int, list] = defaultdict(list)
-            for node, site in self.structure.statements:
-                found[id(site.scope)].append((node, site))
-            return found
-        return self.remember(("statements_of",), compute).get(id(scope), [])
+        return self.roles.statements_of(scope)
 
     def events_in(self, scope: Scope, *kinds: str) -> List[Event]:
         """Events of `kinds` in one scope, in program order."""

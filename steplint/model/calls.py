@@ -24,7 +24,7 @@ from steplint.model.events import (
     Event,
 )
 from steplint import effects as s
-from steplint.model.roles import LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, USE, module_binding
+from steplint.model.roles import OPTIMIZER, SCALE_HOLDERS, SCALER, SCHEDULER, Role, USE, module_binding
 
 # Effects that happen once per call (not in a loop of the callee) and that the caller's own step
 # order sees at the call: the call is the unscale, the clip, the scaled backward, the update.
@@ -69,13 +69,13 @@ def call_events(model, context) -> List[Event]:
             if effect.action in _ONCE and not effect.looped and (subject is not None or effect.action == s.CLIP):
                 optimizer = context.argument(callee, effect.other, call, site.scope) if effect.other else None
                 add(_ONCE[effect.action], effect, subject=subject, role=role, optimizer=optimizer)
-            if effect.action in _STATE and subject is not None and role is not None and role.kind in (SCALER, LOSS_SCALER, SCHEDULER):
+            if effect.action in _STATE and subject is not None and role is not None and (role.kind in SCALE_HOLDERS or role.kind == SCHEDULER):
                 found.append(Event(HELPER_STATE, call, site, subject=subject, role=role, via=effect))
             if effect.action == s.FRESH_SCALER:  # (no place of the caller's: its state stays in the callee)
                 found.append(Event(HELPER_STATE, call, site, role=Role(SCALER, USE), via=effect))
             if effect.action == s.SAVE:
                 add(CHECKPOINT_SAVE, effect, subject=call.func)
-            if effect.action == s.LOAD and subject is not None and role is not None and role.kind in (OPTIMIZER, SCHEDULER, SCALER, LOSS_SCALER):
+            if effect.action == s.LOAD and subject is not None and role is not None and (role.kind in SCALE_HOLDERS or role.kind in (OPTIMIZER, SCHEDULER)):
                 found.append(Event(STATE_LOAD, call, site, subject=subject, role=role, via=effect))
     return found
 

@@ -40,7 +40,7 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.effects import ANY_OPTION
+from steplint.effects import ANY_OPTION, PRECISION_KEY
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, literal, positional
 
@@ -71,6 +71,22 @@ class CommandLine:
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
     precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
+
+    def assigned(self, scope, name: str) -> list:
+        """The values a scope's assignments give a name, in program order (None for one that is not a
+        plain `name = value`: an augmented, annotated-only or unpacking assignment)."""
+        return self.bindings.get((id(scope), name), [])
+
+    def set_once(self, scope, name: str) -> Optional[tuple]:
+        """(value, site) of the one assignment of a name in a scope, when it is a plain `name = value`."""
+        values = self.assigned(scope, name)
+        return (values[0], self.binding_sites[(id(scope), name)][0]) if len(values) == 1 and values[0] is not None else None
+
+    def lets_through(self, guard, scope) -> bool:
+        """The guard's test goes its statement's way in every run the project shows (`if update:` with
+        `update = True`, its other value set only under an option no launch gives)."""
+        value, option = self.value_as_run(guard.test, scope)
+        return option is not None and value is not ... and bool(value) != guard.negated
 
     def off_as_run(self, test: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
         """The option (`--fp16`) that makes `test` false in every run the project shows, or None when it
@@ -195,7 +211,7 @@ class CommandLine:
         # (a precision key every launch line naming the script gives, `--dtype bf16`, read through a config
         # system of the project's own rather than this module's parser: that value, whatever its default)
         key = keys[-1]
-        if not _PRECISION_KEY.search(key) or not self.launch_values or any(line.get(key) in (None, "") for line in self.launch_values):
+        if not PRECISION_KEY.search(key) or not self.launch_values or any(line.get(key) in (None, "") for line in self.launch_values):
             return [], None
         return [scalar(line[key]) for line in self.launch_values], f"--{key}"
 
@@ -375,8 +391,6 @@ def _names_loss_scaling(test: cst.BaseExpression) -> bool:
     return isinstance(key, str) and bool(_LOSS_SCALING_SWITCH.search(key))
 
 
-# Keys whose values say the precision (as steplint.project.launches reads them from config files)
-_PRECISION_KEY = re.compile(r"dtype|precision|amp|fp16|bf16|half|mixed|autocast", re.I)
 # What a precision is written as in a comparison (`amp_dtype == "fp16"`, `precision == "16-mixed"`)
 _PRECISION_WORDS = frozenset({"fp16", "fp32", "bf16", "float16", "float32", "bfloat16", "16-mixed", "bf16-mixed", "32-true", "O0", "O1", "O2", "O3"})
 _TORCH_DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16", "float64": "float64", "double": "float64"}

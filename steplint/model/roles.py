@@ -26,6 +26,7 @@ from steplint.model.values import argument_for
 OPTIMIZER = "optimizer"
 SCALER = "scaler"  # GradScaler-like: scale(), step(opt), update()
 LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer, clip_grad=...)
+SCALE_HOLDERS = frozenset({SCALER, LOSS_SCALER})  # what holds a loss scale a checkpoint and a resume need: a GradScaler, a NativeScaler
 SCHEDULER = "scheduler"
 ACCELERATOR = "accelerator"
 ENGINE = "deepspeed-engine"
@@ -357,7 +358,7 @@ class RoleTable:
         built = self.structure.site_of.get(id(holder)) if holder is not None else None
         if optimizer is None or built is None:
             return False
-        for node, site in self._statements_by_scope.get(id(scope), ()):
+        for node, site in self.statements_of(scope):
             if site.order <= built.order or site.loop is not built.loop or len(site.guards) > len(built.guards):
                 continue
             if not all(a is b for a, b in zip(site.guards, built.guards)) or not isinstance(node, cst.Assign) or len(node.targets) != 1:
@@ -401,6 +402,10 @@ class RoleTable:
                 if key:
                     found.setdefault(key, []).append((node.value, site.scope))
         return found
+
+    def statements_of(self, scope: Scope) -> List[tuple]:
+        """(node, site) of the statements of one scope, in program order."""
+        return self._statements_by_scope.get(id(scope), [])
 
     @cached_property
     def _statements_by_scope(self) -> Dict[int, List[tuple]]:

@@ -21,7 +21,7 @@ from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STA
 from steplint.effects import FRESH_SCALER, LOAD
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
-from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, LOSS_SCALER, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALER, SCHEDULER, module_binding, optimizer_named
+from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALE_HOLDERS, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
 from steplint.model.syntax import assignment_targets, children, disjuncts, dotted, keyword, last_name, literal, positional, walk_expressions
 from steplint.model.values import argument_for
@@ -85,7 +85,7 @@ class State:
                     key = self.model.roles.key(sub, scope)
                     role = self.model.roles.roles.get(key or "")
                     kind = role.kind if role else (SCALER if key in self.held_scalers else "counter" if key in counters else None)
-                    kind = SCALER if kind == LOSS_SCALER else kind
+                    kind = SCALER if kind in SCALE_HOLDERS else kind
                     if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
                         found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
                     elif kind is None and isinstance(sub, cst.Name):
@@ -770,10 +770,9 @@ def _file_names(model: "ModuleModel", events: List[Event]) -> Set[str]:
                     elif isinstance(sub, cst.Name):
                         names.append(sub.value)
             for name in names:
-                writes = [n for n, _ in model.statements_of(event.site.scope) if isinstance(n, cst.Assign) and any(
-                    isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets)]
-                if len(writes) == 1:
-                    next_round.append(writes[0].value)
+                once = model.roles.command_line.set_once(event.site.scope, name)
+                if once is not None:
+                    next_round.append(once[0])
             pending = next_round
     return found
 
@@ -797,7 +796,7 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
                 or event.kind == SCHEDULER_STEP and never_moves(model, event)
             ):
                 kind = "scheduler"
-            elif role.kind in (SCALER, LOSS_SCALER) and role.enabled is not False:
+            elif role.kind in SCALE_HOLDERS and role.enabled is not False:
                 kind = "scaler"  # (timm's NativeScaler holds a GradScaler: its state_dict() is the scale)
             else:
                 continue

@@ -436,12 +436,9 @@ def _counts_batches(model, expr: cst.BaseExpression, scope, iterated: Set[str], 
 
 
 def _values_set_once(model, name: cst.Name, scope) -> List[cst.BaseExpression]:
-    """The values a function's plain assignments give a local (`[]` when it is none, or a parameter)."""
-    found = []
-    for node, _ in model.statements_of(scope):
-        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and name.value in {t.value for t in assignment_targets(node) if isinstance(t, cst.Name)}:
-            found.append(node.value if isinstance(node, cst.Assign) and len(node.targets) == 1 else None)
-    return [v for v in found if v is not None] if None not in found else []
+    """The values a function's plain assignments give a local (`[]` when one is not plain)."""
+    found = model.roles.command_line.assigned(scope, name.value)
+    return [] if None in found else list(found)
 
 
 def _set_from(model, expr: cst.BaseExpression, scope) -> Set[str]:

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from steplint.effects import ACCELERATE_PRECISION, ANY_OPTION
+from steplint.effects import ACCELERATE_PRECISION, ANY_OPTION, PRECISION_KEY
 from steplint.files import SKIPPED_DIRS
 
 LAUNCH_SUFFIXES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".yaml", ".yml", ".json", ".cfg", ".ini", ".toml", ".ipynb", ".slurm",
@@ -51,8 +51,6 @@ _TRUE_OPTION = re.compile(r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]
 _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|apex|enable", re.I)
 # A key the code copies from another (`config.AMP = args.amp`, `cfg["fp16"] = opt.fp16`): on when its source may be
 _COPIED = re.compile(r"""^[ \t]*[A-Za-z_][\w.]*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*=[ \t]*[A-Za-z_]\w*(?:\.\w+|\[["'][\w-]+["']\])*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za-z_][\w-]*)["']\])[ \t]*(?:#[^\n]*)?$""", re.M)
-# Keys whose values say the precision (`amp_dtype: fp32`, `precision: bf16`, `dtype`): their values are read as run
-_PRECISION_KEY = re.compile(r"dtype|precision|amp|fp16|bf16|half|mixed|autocast", re.I)
 _ACCELERATE_PRECISION = re.compile(r"""--mixed[_-]precision(?:=|[ \t]+)["']?([A-Za-z0-9]+)""")
 _RUNNER = re.compile(r"\b(?:python[\d.]*|torchrun|accelerate|deepspeed|srun|mpirun|horovodrun)\b")
 _CONFIG_NAMED = re.compile(r"""(?<![\w./-])([\w./-]+\.(?:ya?ml|json))\b""")  # a config file a launch line names (`--config conf/dino.yaml`)
@@ -73,11 +71,8 @@ class Launches:
     by_script: Dict[str, List[Tuple[str, Set[str]]]] = field(default_factory=dict)  # file name -> (path as written, options) per line
     values_by_script: Dict[str, List[Tuple[str, Dict[str, Optional[str]]]]] = field(default_factory=dict)  # ... and the value each option is given (None: a variable)
     mentioned: Set[str] = field(default_factory=set)
-    configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
-    config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
-    config_values: Dict[str, Set[str]] = field(default_factory=dict)  # precision key path -> each value the config files give it (`train.amp_dtype`: fp32)
+    configs: "ConfigKeys" = field(default_factory=lambda: ConfigKeys())  # what the project's config files set, all of them
     assigned_in_code: Set[str] = field(default_factory=set)  # precision keys the project's code assigns (`cfg.amp_dtype = ...`)
-    set_true: Set[str] = field(default_factory=set)  # last keys a config file sets true
     launch_true: Set[str] = field(default_factory=set)  # last keys a launch line sets true (`++train.use_fp16=true`)
     set_in_code: Set[str] = field(default_factory=set)  # last keys the project's code sets true (`cfg.amp = True`)
     copied: Dict[str, Set[str]] = field(default_factory=dict)  # key -> the keys the code copies it from (`config.AMP = args.amp`)
@@ -88,14 +83,14 @@ class Launches:
         """Key paths the config files (`configs`: those a script's launches name) set, each time, to false,
         and nothing sets true."""
         on = self.switched_on(configs)
-        return sorted(p for p in (configs or self).config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in on)
+        return sorted(p for p in (configs or self.configs).config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in on)
 
     def precision_values(self, configs: Optional["ConfigKeys"] = None) -> Dict[str, List[str]]:
         """Precision key paths (`train.amp_dtype`) -> the values the config files (`configs`: those a
         script's launches name) give them, for the keys no launch line gives and no code of the project
         assigns: what the run reads is one of those values."""
         found, on = {}, self.switched_on(configs)  # (a key some file, launch or code sets true, by name, as `switched_off`)
-        for path, words in sorted((configs or self).config_values.items()):
+        for path, words in sorted((configs or self.configs).config_values.items()):
             key = path.rsplit(".", 1)[-1].replace("-", "_")
             if key not in self.mentioned and key not in self.assigned_in_code and key not in on:
                 found[path] = sorted(words)
@@ -125,7 +120,7 @@ class Launches:
     def _precision_assigned(self) -> Optional["re.Pattern"]:
         """The pattern of an assignment, in code, of a precision key the config files give (`cfg.amp_dtype =
         ...`, `config["amp_dtype"] = ...`); None when they give none (nothing to look for)."""
-        keys = sorted({path.rsplit(".", 1)[-1] for path in self.config_values})
+        keys = sorted({path.rsplit(".", 1)[-1] for path in self.configs.config_values})
         if self._assigned_pattern is None or self._assigned_pattern[0] != keys:
             pattern = re.compile(r"""(?:\.|\[["'])(""" + "|".join(map(re.escape, keys)) + r""")["']?\]?[ \t]*=(?!=)""") if keys else None
             self._assigned_pattern = (keys, pattern)
@@ -136,7 +131,7 @@ class Launches:
         or config turns on (`config.AMP = args.amp` with `--amp` in train.sh), or from another such copy.
         (A key the code alone sets true, `amp = True` in a script that writes configs, is read by its
         name only: evidence for the key itself, not for what copies it.)"""
-        configs = configs or self
+        configs = configs or self.configs
         set_true = self.launch_true | configs.set_true
         evidence, copies_on = set_true | configs.configured | self.mentioned, set()
         pending = True
@@ -178,7 +173,7 @@ class Launches:
         return {"launch_options": self.options_for(relative), "launch_values": self.option_values_for(relative), **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
 
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
-        return {"configured_options": sorted((configs or self).configured), "switched_off_keys": self.switched_off(configs),
+        return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
                 "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
                 "precision_values": self.precision_values(configs)}
 
@@ -211,12 +206,13 @@ class Launches:
 
 @dataclass
 class ConfigKeys:
-    """What config files set: keys set true (by pattern and by path), and key paths set false."""
+    """What config files set: keys set true (by pattern and by path), key paths set false, and the
+    values of precision keys."""
 
-    configured: Set[str] = field(default_factory=set)
-    set_true: Set[str] = field(default_factory=set)
-    config_false: Set[str] = field(default_factory=set)
-    config_values: Dict[str, Set[str]] = field(default_factory=dict)  # precision key path -> its values
+    configured: Set[str] = field(default_factory=set)  # keys a config file sets true (`amp: true`, `"fp16": true`)
+    set_true: Set[str] = field(default_factory=set)  # last keys a config file sets true
+    config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
+    config_values: Dict[str, Set[str]] = field(default_factory=dict)  # precision key path -> each value the config files give it (`train.amp_dtype`: fp32)
 
     def merge(self, other: "ConfigKeys") -> None:
         self.configured |= other.configured
@@ -255,11 +251,7 @@ def read_launches(root: str) -> Launches:
             keys = ConfigKeys(configured={m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text)}, set_true=keys_set_true(text))
             _read_config_keys(keys, text, path.endswith(".json"))
             found.config_files[os.path.relpath(path, root).replace(os.sep, "/")] = keys
-            found.configured |= keys.configured
-            found.set_true |= keys.set_true
-            found.config_false |= keys.config_false
-            for path, words in keys.config_values.items():
-                found.config_values.setdefault(path, set()).update(words)
+            found.configs.merge(keys)
     return found
 
 
@@ -286,7 +278,7 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
             found.set_true.add(path.rsplit(".", 1)[-1].replace("-", "_"))
         elif word in _FALSE_WORDS and (value is not None or not is_json):
             found.config_false.add(path)
-        if _PRECISION_KEY.search(path.rsplit(".", 1)[-1]) and (value is not None or not is_json):
+        if PRECISION_KEY.search(path.rsplit(".", 1)[-1]) and (value is not None or not is_json):
             # (as written, quotes kept: `fp16` and `FP16`, `16` and `"16"` are other values to the code that compares them)
             written = json.dumps(value) if is_json else str(value).strip()
             found.config_values.setdefault(path, set()).add(written)
@@ -303,7 +295,7 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
                 pending.extend((f"{prefix}{k}.", v) for k, v in value.items() if isinstance(k, str))
             elif isinstance(value, bool) or isinstance(value, int) and value in (0, 1):
                 note(prefix[:-1], value)
-            elif isinstance(value, (str, int, float)) and _PRECISION_KEY.search(prefix[:-1].rsplit(".", 1)[-1]):
+            elif isinstance(value, (str, int, float)) and PRECISION_KEY.search(prefix[:-1].rsplit(".", 1)[-1]):
                 note(prefix[:-1], value)
         return
     parents: List[Tuple[int, str]] = []  # (indent, key) of the enclosing mappings
