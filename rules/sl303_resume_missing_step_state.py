@@ -113,7 +113,7 @@ def check(model):
         # (the optimizers one run of a function restores are parts of one resume, reported once; the same
         # one restored again, or in another branch, is another resume, unless the code is a copy of the
         # first, under the same tests)
-        resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring]) or _repeated(model, r.first, load)), None)
+        resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring]) or any(_repeated(model, site, load.site) for site, _ in r.parts)), None)
         if resume is None:
             resumes.append(_Resume(load, missing, restarted, [(load.site, [restoring])]))
             continue
@@ -131,13 +131,14 @@ def check(model):
     yield from _position_without_the_optimizer(model)
 
 
-def _repeated(model, first, load):
+def _repeated(model, earlier, site):
     """The same restore written twice in a row (`if "optimizer" in state: optimizer.load_state_dict(...)`,
-    pasted again below): the same statement under the same tests, in the same function."""
-    def written(event):  # (as written, but for spacing and quote marks)
-        texts = [event.site.statement] + [g.test for g in event.site.guards if not g.early_exit]
+    pasted again below), or one call of a helper that restores the optimizer on two paths: the same
+    statement under the same tests, in the same function."""
+    def written(site):  # (as written, but for spacing and quote marks)
+        texts = [site.statement] + [g.test for g in site.guards if not g.early_exit]
         return ["".join(model.text.of(node).split()).replace('"', "'") for node in texts]
-    return first.site.scope is load.site.scope and written(first) == written(load)
+    return earlier.scope is site.scope and written(earlier) == written(site)
 
 
 @dataclass
