@@ -41,7 +41,15 @@ def test_a_module_run_with_dash_m_is_its_file():
 
 def test_a_script_no_line_names_may_get_any_option_mentioned():
     found = launches("Add `--fp16` to train in mixed precision.\n", "python other.py --lr 1\n")
-    assert found.options_for("train.py") == ["fp16", "lr"]
+    assert found.options_for("train.py") == ["fp16", "lr"]  # (the project's scripts not known: other.py may be any)
+
+
+def test_a_script_no_line_names_is_not_given_another_scripts_options():
+    found = launches("Add `--fp16` to train in mixed precision.\n", "python other.py --lr 1 --amp\n", "python gone.py --accum 4\n")
+    found.modules = {"train.py", "tools/other.py"}
+    # other.py's line is its own; gone.py is no script of the project (renamed since): any may be run so
+    assert found.options_for("train.py") == ["accum", "fp16"]
+    assert found.options_for("tools/other.py") == ["amp", "lr"]
 
 
 def test_variables_assigned_in_the_script_are_expanded():

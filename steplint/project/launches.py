@@ -5,8 +5,9 @@ when the command line gives it, and the command lines we can read are the projec
 shell and job scripts, READMEs and docs, configs, notebooks, Makefiles. A line that names a script
 (`python train_ddp.py --amp`, `torchrun ... drivers/run_warmup.py`, `python -m pkg.train`) gives
 that script the options written on it; a line that passes variables on (`$@`, `$ARGS`) may give it
-any. A script no line names may be run with any option the launch files mention anywhere (a README
-that says "add --fp16"). Config files tell which keys they set true (`amp: true`), for a script that
+any. A script no line names may be run with the options of lines that name no script of the project (a
+README that says "add --fp16", a wrapper `bash run.sh --amp`, a command for a script since renamed), not
+with those of lines that name another of its scripts: those are that script's options. Config files tell which keys they set true (`amp: true`), for a script that
 copies a config into its options, and which keys they only ever set false (`train: {fp16_run: false}`):
 a run reads such a key (`hps.train.fp16_run`) as false, unless a launch line sets it
 (`train.fp16_run=true`, as Hydra takes it) or the project's code does (`fp16_run=True`).
@@ -71,6 +72,7 @@ class Launches:
     by_script: Dict[str, List[Tuple[str, Set[str]]]] = field(default_factory=dict)  # file name -> (path as written, options) per line
     values_by_script: Dict[str, List[Tuple[str, Dict[str, Optional[str]]]]] = field(default_factory=dict)  # ... and the value each option is given (None: a variable)
     mentioned: Set[str] = field(default_factory=set)
+    modules: Optional[Set[str]] = None  # the project paths of the project's Python files (None: not known, every line may name one)
     configs: "ConfigKeys" = field(default_factory=lambda: ConfigKeys())  # what the project's config files set, all of them
     assigned_in_code: Set[str] = field(default_factory=set)  # precision keys the project's code assigns (`cfg.amp_dtype = ...`)
     launch_true: Set[str] = field(default_factory=set)  # last keys a launch line sets true (`++train.use_fp16=true`)
@@ -98,6 +100,8 @@ class Launches:
 
     globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
+    free: Set[str] = field(default_factory=set)  # options of the lines that name no script (any script may be run with them)
+    _unclaimed: Optional[Set[str]] = None  # the options a script no line names may be given (computed once)
     _named: Dict[str, Set[str]] = field(default_factory=dict)  # a config file name as a launch line writes it -> the project's files it may be
     _assigned_pattern: Optional[tuple] = None  # (the precision keys, the pattern of their assignment in code)
 
@@ -146,7 +150,8 @@ class Launches:
 
     def options_for(self, relative: str) -> List[str]:
         """The options a run of the module at `relative` (a project path) may be given: those of the
-        lines that name it, else every option mentioned. Sorted, `-` written `_`."""
+        lines that name it, else those of the lines that name no script of the project. Sorted, `-`
+        written `_`."""
         name = posixpath.basename(relative)
         given: Set[str] = set()
         named = False
@@ -154,7 +159,24 @@ class Launches:
             if _same_file(written, relative):
                 named = True
                 given |= options
-        return sorted(given if named else self.mentioned)
+        if named:
+            return sorted(given)
+        if self._unclaimed is None:
+            self._unclaimed = self._unclaimed_options()
+        return sorted(self._unclaimed)
+
+    def _unclaimed_options(self) -> Set[str]:
+        """The options of the launch lines that name no script of the project: prose and wrappers that
+        name none, and commands for scripts the project does not have."""
+        found = set(self.free)
+        by_name: Dict[str, List[str]] = {}
+        for module in self.modules or ():
+            by_name.setdefault(posixpath.basename(module), []).append(module)
+        for name, lines in self.by_script.items():
+            for written, options in lines:
+                if self.modules is None or not any(_same_file(written, module) for module in by_name.get(name, ())):
+                    found |= options - {ANY_OPTION}
+        return found
 
     def option_values_for(self, relative: str) -> Optional[List[Dict[str, Optional[str]]]]:
         """The options each launch line that names the module at `relative` gives it, with their values
@@ -345,6 +367,8 @@ def add_launch_text(found: Launches, text: str, keys: bool = True) -> None:
             options = options | {ANY_OPTION}
         # (a wrapper that names no script, `torchrun $SCRIPT "$@"`, may run any script with any option)
         found.mentioned |= options if not scripts else options - {ANY_OPTION}
+        if not scripts:
+            found.free |= options
         named = _CONFIG_NAMED.findall(line)
         command = _RUNNER.search(line) is not None  # (not prose that names the script: "- [x] Update train.py")
         for written in scripts:
