@@ -38,6 +38,7 @@ def call_events(model, context) -> List[Event]:
         known.setdefault(id(event.node), []).append(event)
     found: List[Event] = []
     gate_vars = _assigned_names(model)
+    results = None  # id(call) -> the targets its result is assigned to (read when a callee restores what it returns)
     for call, site in model.structure.calls:
         callee = context.callee(call, site.scope)
         if callee is None:
@@ -58,6 +59,14 @@ def call_events(model, context) -> List[Event]:
         # A helper that unscales before it clips does both in its own order: not a clip of scaled gradients.
         unscales = any(e.action == s.UNSCALE and not e.looped for e in callee.effects)
         for effect in callee.effects:
+            if effect.action == s.LOAD and effect.place.startswith("local:"):
+                # (a builder that restores what it builds and returns it: `optimizer, start = build_optimizer(cfg, model, resume)`)
+                results = _call_results(model) if results is None else results
+                subject = _returned(callee, effect.role, results.get(id(call)))
+                role = _role(model, subject, site.scope, effect.role) if subject is not None else None
+                if role is not None and role.kind in (OPTIMIZER, SCHEDULER) or role is not None and role.kind in SCALE_HOLDERS:
+                    found.append(Event(STATE_LOAD, call, site, subject=subject, role=role, via=effect))
+                continue
             subject = _handed(argument_at_call(model, context, callee, effect.place, call, site.scope)) if effect.place else None
             role = _role(model, subject, site.scope, effect.role)
             if effect.action == s.UPDATE and not effect.looped:
@@ -107,6 +116,31 @@ def _role(model, subject, scope, known_in_callee):
     if role is None and known_in_callee:
         role = Role(known_in_callee, USE)
     return role
+
+
+def _returned(callee, role, targets):
+    """The caller's target that receives the one value of the callee's result with `role`: the whole
+    result, or the element at the one position of a returned tuple with that role."""
+    if not targets:
+        return None
+    if len(targets) == 1 and not callee.returns_each:
+        return targets[0] if callee.returns == role else None
+    positions = [i for i, each in enumerate(callee.returns_each) if each == role]
+    return targets[positions[0]] if len(positions) == 1 and len(targets) == len(callee.returns_each) else None
+
+
+def _call_results(model) -> dict:
+    """id(call) -> the targets a call's result is assigned to (`a, b = f()`: [a, b]; `a = f()`: [a])."""
+    found = {}
+    for node, _ in model.structure.statements:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            target = node.targets[0].target
+            elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else None
+            if elements is None:
+                found[id(node.value)] = [target]
+            elif all(isinstance(e, cst.Element) for e in elements):
+                found[id(node.value)] = [e.value for e in elements]
+    return found
 
 
 def _assigned_names(model) -> dict:
