@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from steplint.model.windows import ModuloBoundary
 
 # Scheduler arguments that say how many times it will be stepped.
-LENGTH_KEYWORDS = ("num_training_steps", "total_steps", "T_max", "total_iters", "steps_per_epoch", "max_steps")
+LENGTH_KEYWORDS = ("num_training_steps", "total_steps", "T_max", "total_iters", "steps_per_epoch", "max_steps", "t_total")  # (t_total: pytorch-transformers' schedules)
 _LENGTH_POSITIONS = {"CosineAnnealingLR": 1, "OneCycleLR": 2}  # T_max, total_steps
 _WRAPPERS = ("tqdm", "iter", "enumerate")
 

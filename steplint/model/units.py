@@ -28,8 +28,9 @@ import libcst as cst
 
 from steplint.model.counters import DATA_SIZE
 from steplint.model.precision import command_line_default
+from steplint.model.roles import SCHEDULER
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
-from steplint.model.schedules import assignments, loop_iterable, unwrapped
+from steplint.model.schedules import assignments, length_argument, loop_iterable, unwrapped
 from steplint.model.structure import Site
 from steplint.model.syntax import assignment_targets, conjuncts, dotted, last_name, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
@@ -584,6 +585,7 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
             index[k].append(consumer)
 
     batch_totals = _totals_in_batches(model)
+    lengths = _schedule_lengths(model)
     for event in model.events:
         scope = event.site.scope
         if event.kind == SCHEDULER_STEP:
@@ -599,14 +601,15 @@ def _consumers(model) -> Dict[str, List[Consumer]]:
         if label is None:
             continue
         for guard in event.site.guards:
-            if label == "stop" and (guard.early_exit or _only_a_cadence(model, guard.test, event.site) or _decided_by_a_call(guard.test)):
+            if label == "stop" and (guard.early_exit or _decided_by_a_call(guard.test) or _only_a_cadence(model, guard.test, event.site)
+                                    and not _modulo_by_a_total(guard.test, (totals, batch_totals, lengths))):
                 continue  # (an abort checked every N steps, `if step % n == 0: if isnan(loss): return`: no budget)
-            unit, evidence = _test_unit(model, guard.test, label, totals, batch_totals)
+            unit, evidence = _test_unit(model, guard.test, label, totals, batch_totals, lengths)
             add(label, guard.test, scope, unit, evidence)
         if event.kind == CHECKPOINT_SAVE:
             add(label, event.node, scope)
     for loop, site in model.structure.while_loops:
-        unit, evidence = _test_unit(model, loop.test, "stop", totals, batch_totals)
+        unit, evidence = _test_unit(model, loop.test, "stop", totals, batch_totals, lengths)
         add("stop", loop.test, site.scope, unit, evidence)
     for call, site, argument in _lr_helper_arguments(model):
         add("lr", call, site.scope, expr=argument)
@@ -636,6 +639,23 @@ def _lr_helper_arguments(model) -> Iterator[tuple]:
             name = argument.keyword.value if argument.keyword is not None else params[index] if index < len(params) and not argument.star else None
             if name in wanted:
                 yield call, site, argument.value
+
+
+def _moduli(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    return [sub.right for sub in walk_expressions(test) if isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Modulo)]
+
+
+def _modulo_by_a_total(test: cst.BaseExpression, totals: tuple) -> bool:
+    """`global_step % t_total == 0` where `t_total` is a total of the run (in updates, in batches, or the
+    length a schedule is built with): first true at that total, it ends the run, as `>= t_total` would."""
+    return any(name in found for modulus in _moduli(test) for name in _names(modulus) for found in totals)
+
+
+def _schedule_lengths(model) -> Set[str]:
+    """The names a scheduler of the module is built with as its length (`t_total=t_total`)."""
+    roles = model.roles.roles
+    return {name for key, built in assignments(model).schedulers.items() if key in roles and roles[key].kind == SCHEDULER for call, _ in built
+            if (length := length_argument(call)) is not None for name in _names(length)}
 
 
 def _only_a_cadence(model, test: cst.BaseExpression, site: Site) -> bool:
@@ -738,7 +758,7 @@ def _arithmetic(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and last_name(expr.func) in ("max", "min", "int", "round", "ceil")
 
 
-def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cst.BaseExpression], batch_totals: Dict[str, cst.BaseExpression]):
+def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cst.BaseExpression], batch_totals: Dict[str, cst.BaseExpression], lengths: Set[str]):
     """The unit a test that gates a consumer (a stop, an evaluation, a save) is sized in, when the code
     shows one: a stop against a total in updates (`step >= max_train_steps`, set from
     `ceil(len(loader) / accum)`); a stop on a cadence (`if quick and done % 20 == 0: break`) cuts the
@@ -747,7 +767,7 @@ def _test_unit(model, test: cst.BaseExpression, label: str, totals: Dict[str, cs
     subs = list(walk_expressions(test))
     if label == "stop":
         ordered = any(isinstance(c.operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)) for s in subs if isinstance(s, cst.Comparison) for c in s.comparisons)
-        if not ordered and any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Modulo) for s in subs):
+        if not ordered and _moduli(test) and not _modulo_by_a_total(test, (totals, batch_totals, lengths)):
             return BATCHES, Evidence(BATCHES, test, f"a stop on a cadence (`{model.text.of(test)}`) cuts the data short; it is no update budget")
     if label == "stop":
         for name in _names(test):
