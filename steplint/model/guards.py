@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.events import OPTIMIZER_STEP, SCALE_READ, SKIPPABLE_STEP, Event
+from steplint.model.events import OPTIMIZER_STEP, SCALE_READ, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.structure import Guard, Scope, Site
 from steplint.model.syntax import assignment_targets, conjuncts, dotted, last_name, literal, names_in, walk_expressions
 from steplint.model.values import one_as_written
@@ -394,7 +394,7 @@ class Guards:
         for step in self.model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
             for guard in step.site.guards:
                 kinds = self._kinds[id(guard.test)]
-                if MODULO in kinds and not _also_every_pass(step, guard, by_loop[id(step.site.loop)]):
+                if MODULO in kinds and not _also_every_pass(step, guard, by_loop[id(step.site.loop)]) and not self._gradients_of_its_own_pass(step, guard):
                     self._kinds[id(guard.test)] = kinds | {WINDOW_BOUNDARY}
                     windows.add((id(step.site.scope), self.condition(guard.test)[0]))
         if windows:
@@ -408,6 +408,18 @@ class Guards:
                 kinds = self._kinds[id(guard.test)]
                 if WINDOW_BOUNDARY in kinds and self._divides_by_one_only(guard.test, site.scope):
                     self._kinds[id(guard.test)] = kinds - {WINDOW_BOUNDARY, MODULO}
+
+    def _gradients_of_its_own_pass(self, step: Event, guard: Guard) -> bool:
+        """Under `guard`, before the update, the gradients are zeroed and then computed again (TD3's policy
+        update every `policy_delay` steps, a discriminator trained every k batches): the update applies the
+        gradients of its own pass only, nothing accumulates across passes, so the cadence is no window."""
+        def under(site: Site) -> bool:
+            return site.scope is step.site.scope and site.order < step.site.order and any(g.test is guard.test and g.negated == guard.negated for g in site.guards)
+        zeroed = [e.site.order for e in self.model.of_kind(ZERO_GRAD) if under(e.site)]
+        return bool(zeroed) and any(
+            under(site) and site.order > min(zeroed) for call, site in self.model.structure.calls
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+        )
 
     @cached_property
     def switched_on_calls(self) -> Set[str]:
