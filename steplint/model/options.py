@@ -71,6 +71,7 @@ class CommandLine:
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
     precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
+    _earlier: Dict[tuple, cst.BaseExpression] = field(default_factory=dict)  # (id(scope), name) -> its value before the assignment whose test is being read
 
     def assigned(self, scope, name: str) -> list:
         """The values a scope's assignments give a name, in program order (None for one that is not a
@@ -114,6 +115,8 @@ class CommandLine:
             return self._global_as_run(expr.value)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3:
             owner = scope.owner_of(expr.value)
+            if (id(owner), expr.value) in self._earlier:  # (`if steps.isdigit(): steps = int(steps)`: the test reads the value before)
+                return self._as_run(self._earlier[(id(owner), expr.value)], owner, depth + 1)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
             if len(values) == 1 and values[0] is not None:
                 return self._as_run(values[0], owner, depth + 1)
@@ -140,6 +143,9 @@ class CommandLine:
             kinds = {"int": int, "float": float, "str": str, "bool": bool}
             kind = kinds.get(expr.args[1].value.value) if len(expr.args) == 2 and isinstance(expr.args[1].value, cst.Name) else None
             return (isinstance(value, kind), option) if kind is not None else unknown
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _STRING_TESTS and not expr.args:
+            value, option = self._as_run(expr.func.value, scope, depth)  # (`steps.isdigit()` of an option given as text)
+            return (getattr(value, expr.func.attr.value)(), option) if isinstance(value, str) else unknown
         if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
             value, option = self._as_run(expr.left, scope, depth)
             target = expr.comparisons[0]
@@ -173,7 +179,12 @@ class CommandLine:
             # (all in one loop body, or in none: a read sees one of the values that run, in any pass)
             if value is None or len(site.loops) != len(sites[0].loops) or any(a is not b for a, b in zip(site.loops, sites[0].loops)):
                 return ..., None
-            against = self._decided_against(site, depth)
+            if running and len(running) == 1:  # (a test of this assignment that reads the name reads the value before it)
+                self._earlier[(id(owner), name)] = running[0]
+            try:
+                against = self._decided_against(site, depth)
+            finally:
+                self._earlier.pop((id(owner), name), None)
             if against is None:
                 running.append(value)
             decided_by = decided_by or against
@@ -441,6 +452,9 @@ def _key_path(expr: cst.BaseExpression) -> list:
             return [expr.value] + keys[::-1]
         else:
             return []
+
+
+_STRING_TESTS = ("isdigit", "isnumeric", "isdecimal", "lower", "upper", "strip")
 
 
 def option_of(test: cst.Attribute) -> str:
