@@ -198,6 +198,11 @@ class CommandLine:
         value, option = self._as_run(running[0], owner, depth + 1)
         return (value, option) if value is not ... and option is not None else (..., None)
 
+    def may_run(self, site) -> bool:
+        """Whether `site` may run in some run the project shows: no test it runs under goes the other way
+        in every one (`elif args.lr_schedule == "warmup_linear":` with every launch giving `fixed`)."""
+        return self.given is None or ANY_OPTION in self.given or self._decided_against(site, 0) is None
+
     def _decided_against(self, site, depth: int) -> Optional[str]:
         """What makes one of the tests a site runs under go the other way in every run the project shows."""
         for guard in site.guards:

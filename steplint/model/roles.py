@@ -328,7 +328,10 @@ class RoleTable:
         if qualified.startswith(SCHEDULER_MODULES) and tail[:1].isupper():
             return Role(SCHEDULER, CONSTRUCTOR, metric=tail == "ReduceLROnPlateau", constructor=qualified, positioned=positioned, optimizer=optimizer,
                         optimizer_replaced=self._replaced_after(optimizer, call, scope))
-        if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail:
+        # (`get_linear_schedule_with_warmup`; and the classes of pytorch-transformers and transformers < 3, `WarmupLinearSchedule`)
+        if qualified.startswith(("transformers.", "diffusers.optimization.")) and tail.startswith("get_") and "schedule" in tail or (
+            qualified.startswith(("transformers.", "pytorch_transformers.")) and tail[:1].isupper() and tail.endswith("Schedule")
+        ):
             return Role(SCHEDULER, CONSTRUCTOR, constructor=qualified, positioned=positioned, optimizer=optimizer,
                         optimizer_replaced=self._replaced_after(optimizer, call, scope))
         if qualified.startswith("timm.scheduler.") and tail.endswith("Scheduler"):

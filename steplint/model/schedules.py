@@ -96,16 +96,26 @@ def sets_its_first_lr(role) -> bool:
 
 def never_moves(model: "ModuleModel", event: Event) -> bool:
     """The scheduler holds the learning rate where it is: transformers' or diffusers'
-    `get_constant_schedule(opt)`, their `get_scheduler("constant", ...)` with the name as written or
-    a parameter's default that no call passes another value for, `ConstantLR(opt, factor=1.0)`,
-    `LambdaLR(opt, lambda _: 1.0)`. Stepping it after a skipped update changes nothing."""
-    built = constructor_of(model, assignments(model), event)
-    if built is None:
+    `get_constant_schedule(opt)` (or the old `ConstantLRSchedule`), their `get_scheduler("constant", ...)`
+    with the name as written or a parameter's default that no call passes another value for,
+    `ConstantLR(opt, factor=1.0)`, `LambdaLR(opt, lambda _: 1.0)`. Built in several branches
+    (`if args.lr_schedule == "fixed": ...`), each branch that may run as launched builds one of those.
+    Stepping it after a skipped update changes nothing."""
+    key = model.roles.key(event.subject, event.site.scope)
+    role = event.role
+    if key is None or role is None or role.evidence < CONSTRUCTOR:
         return False
-    call, site = built
-    qualified = event.role.constructor or ""
+    running = [(call, site) for call, site in assignments(model).schedulers.get(key, ()) if model.roles.command_line.may_run(site)]
+    return bool(running) and all(_holds_the_rate(model, call, site) for call, site in running)
+
+
+def _holds_the_rate(model: "ModuleModel", call: cst.Call, site: Site) -> bool:
+    built = model.roles.constructed(call, site.scope)
+    if built is None or built.kind != SCHEDULER:
+        return False
+    qualified = built.constructor or ""
     tail = qualified.rsplit(".", 1)[-1]
-    if tail == "get_constant_schedule" and qualified.startswith(("transformers.", "diffusers.")):
+    if tail in ("get_constant_schedule", "ConstantLRSchedule") and qualified.startswith(("transformers.", "diffusers.", "pytorch_transformers.")):
         return True
     if tail == "get_scheduler" and qualified.startswith(("transformers.", "diffusers.")):
         name = keyword(call, "name")
