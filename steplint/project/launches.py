@@ -2,7 +2,8 @@
 
 A flag declared off by default (`add_argument("--fp16", action="store_true")`) is on in a run only
 when the command line gives it, and the command lines we can read are the project's launch files:
-shell and job scripts, READMEs and docs, configs, notebooks, Makefiles. A line that names a script
+shell and job scripts, READMEs and docs, configs, notebooks, Makefiles; and in its Python files, the
+lines that run a script (a usage in a docstring, `os.system("python eval.py --fp16")`). A line that names a script
 (`python train_ddp.py --amp`, `torchrun ... drivers/run_warmup.py`, `python -m pkg.train`) gives
 that script the options written on it; a line that passes variables on (`$@`, `$ARGS`) may give it
 any. A script no line names may be run with the options of lines that name no script of the project (a
@@ -108,7 +109,7 @@ class Launches:
     def note_code(self, text: str, keys: bool = True, globals_: bool = True) -> None:
         """The keys a module of the project sets true in its code (a config's defaults, an override), and
         the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
-        self._shared = None
+        self._shared = self._unclaimed = None
         if keys:
             self.set_in_code.update(keys_set_true(text))
             assigned = self._precision_assigned()
@@ -120,6 +121,10 @@ class Launches:
                     self.copied.setdefault(target.replace("-", "_"), set()).add(source.replace("-", "_"))
         for match in _TOP_LEVEL_SET.finditer(text) if globals_ else ():
             self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
+        if ".py" in text:  # (a usage in a docstring or comment, a command the code runs: `python train.py --fp16`)
+            commands = [line for line in _CONTINUED.sub(" ", text).splitlines() if ".py" in line and _RUNNER.search(line) and _SCRIPT.search(line)]
+            if commands:
+                add_launch_text(self, "\n".join(commands), keys=False)
 
     def _precision_assigned(self) -> Optional["re.Pattern"]:
         """The pattern of an assignment, in code, of a precision key the config files give (`cfg.amp_dtype =
