@@ -149,3 +149,15 @@ def test_an_option_every_launch_gives_one_value_has_that_value(tmp_path):
         context = ModuleContext("train.py", launch_options=given, launch_values=lines)
         model = build_model(Source("train.py", text), module, Settings(), context)
         assert model.roles.command_line.value_as_run(cst.parse_expression("args.accum"), model.structure.scopes[0])[0] == value, lines
+
+
+def test_a_line_naming_a_project_script_claims_its_options_for_it(tmp_path):
+    (tmp_path / "models").mkdir()
+    for name in ("models/run_dual_encoder.py", "models/run_cross_encoder.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "run.sh").write_text("python -m torch.distributed.launch --nproc_per_node 8 ./models/run_dual_encoder.py --fp16\n")
+    found = read_launches(str(tmp_path))
+    assert found.modules == {"models/run_dual_encoder.py", "models/run_cross_encoder.py"}
+    assert found.options_for("models/run_dual_encoder.py") == ["fp16", "nproc_per_node"]
+    # (the launcher module is no script of the project, but the line names one: its options are that script's)
+    assert found.options_for("models/run_cross_encoder.py") == []

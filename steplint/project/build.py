@@ -149,7 +149,6 @@ def launch_facts(root: str, texts: Dict[str, str]) -> Launches:
     """The launch facts of the project under `root`, with what the code of its modules (`texts`, by
     relative path) sets: config keys set true, the values of globals."""
     launches = read_launches(root)
-    launches.modules = set(texts)
     # (the values of globals only where they can matter: for a script that runs a configurator,
     # `exec(open("configurator.py").read())`)
     keys, globals_ = True, any("exec(" in text for text in texts.values())

@@ -73,7 +73,7 @@ class Launches:
     by_script: Dict[str, List[Tuple[str, Set[str]]]] = field(default_factory=dict)  # file name -> (path as written, options) per line
     values_by_script: Dict[str, List[Tuple[str, Dict[str, Optional[str]]]]] = field(default_factory=dict)  # ... and the value each option is given (None: a variable)
     mentioned: Set[str] = field(default_factory=set)
-    modules: Optional[Set[str]] = None  # the project paths of the project's Python files (None: not known, every line may name one)
+    modules: Optional[Set[str]] = None  # the project paths of the Python files under the root (None: not known, every line may name one)
     configs: "ConfigKeys" = field(default_factory=lambda: ConfigKeys())  # what the project's config files set, all of them
     assigned_in_code: Set[str] = field(default_factory=set)  # precision keys the project's code assigns (`cfg.amp_dtype = ...`)
     launch_true: Set[str] = field(default_factory=set)  # last keys a launch line sets true (`++train.use_fp16=true`)
@@ -172,15 +172,20 @@ class Launches:
 
     def _unclaimed_options(self) -> Set[str]:
         """The options of the launch lines that name no script of the project: prose and wrappers that
-        name none, and commands for scripts the project does not have."""
+        name none, and commands for scripts the project does not have (`python -m torch.distributed.launch
+        train.py --fp16` names train.py too: its options are train.py's)."""
         found = set(self.free)
         by_name: Dict[str, List[str]] = {}
         for module in self.modules or ():
             by_name.setdefault(posixpath.basename(module), []).append(module)
-        for name, lines in self.by_script.items():
-            for written, options in lines:
-                if self.modules is None or not any(_same_file(written, module) for module in by_name.get(name, ())):
-                    found |= options - {ANY_OPTION}
+        lines: Dict[int, list] = {}  # id of a line's options (one set per line, shared by the scripts it names) -> [options, claimed]
+        for name, entries in self.by_script.items():
+            for written, options in entries:
+                line = lines.setdefault(id(options), [options, False])
+                line[1] = line[1] or self.modules is not None and any(_same_file(written, module) for module in by_name.get(name, ()))
+        for options, claimed in lines.values():
+            if not claimed:
+                found |= options - {ANY_OPTION}
         return found
 
     def option_values_for(self, relative: str) -> Optional[List[Dict[str, Optional[str]]]]:
@@ -262,7 +267,8 @@ def read_launches(root: str) -> Launches:
     budget = MAX_LAUNCH_TOTAL_BYTES
     # Scripts first, then docs, then configs: a tree of data files (`.json` annotations) uses up the
     # budget, not the scripts' command lines.
-    for path in sorted(_launch_files(root), key=lambda p: _PRIORITY.get(os.path.splitext(p)[1], 0)):
+    paths, found.modules = _launch_files(root)
+    for path in sorted(paths, key=lambda p: _PRIORITY.get(os.path.splitext(p)[1], 0)):
         try:
             size = os.path.getsize(path)
             if size > MAX_LAUNCH_BYTES or size > budget:
@@ -410,13 +416,18 @@ def _passes_variables_on(line: str) -> bool:
     return False
 
 
-def _launch_files(root: str) -> List[str]:
+def _launch_files(root: str) -> Tuple[List[str], Optional[Set[str]]]:
+    """The launch files under `root`, and the project paths of its Python files (None when the walk
+    stopped at MAX_LAUNCH_FILES before it saw them all)."""
     found: List[str] = []
+    modules: Set[str] = set()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
         for name in sorted(files):
-            if name.endswith(LAUNCH_SUFFIXES) or name in LAUNCH_NAMES:
+            if name.endswith(".py"):
+                modules.add(os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/"))
+            elif name.endswith(LAUNCH_SUFFIXES) or name in LAUNCH_NAMES:
                 found.append(os.path.join(folder, name))
                 if len(found) == MAX_LAUNCH_FILES:
-                    return found
-    return found
+                    return found, None
+    return found, modules
