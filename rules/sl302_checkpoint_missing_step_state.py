@@ -33,7 +33,8 @@ torch.save(
 One snapshot written as several files, one per optimizer (a GAN's `G.pth` and `D.pth`), is read back
 together: state any part holds is not lost, and what all of them leave out is one problem, reported at
 the first. Two copies of the same optimizer's checkpoint (`last.pt`, `best.pt`) are alternatives to
-resume from: each must hold everything.
+resume from: each must hold everything. Copies one function writes with the same contents, directly or
+through two helpers, leave out the same state: one problem, reported at the first.
 
 Silent when the contents cannot be seen (a helper builds them), for `accelerator.save_state` (it
 saves every registered object), and when the LR is computed from a counter that is saved.
@@ -47,8 +48,8 @@ the Accelerator runs without CUDA), and only when the code shows fp16: `mixed_pr
 to hold one. A counter the
 code sets back to 0 at each pass over the data (the index of a batch in its epoch) is no step state.
 Silent, too, where no run resumes from the module's checkpoints: neither it nor a module that calls
-it loads optimizer state back (itself or through a helper), nor calls `load_state`, `load_checkpoint`
-or `resume_from_checkpoint=`. Such a checkpoint is an export, and what it leaves out is lost to no run. apex amp's loss scaler (`amp.state_dict()`) is step state like a
+it loads optimizer state back (itself or through a helper), nor puts the run back at a stored position
+(weights and an epoch read back), nor calls `load_state`, `load_checkpoint` or `resume_from_checkpoint=`. Such a checkpoint is an export, and what it leaves out is lost to no run. apex amp's loss scaler (`amp.state_dict()`) is step state like a
 GradScaler's where the steps go through `amp.scale_loss` with a dynamic scale.
 
 ## Fix safety
@@ -91,7 +92,7 @@ def check(model):
         else:
             snapshot.parts.append(parts)
             snapshot.checkpoints.append(checkpoint)
-    problems = {}  # identity -> (save, checkpoint, missing) of where it is reported
+    problems = []  # [identities, (save, checkpoint, missing) of where it is reported]
     for snapshot in snapshots:
         save, checkpoint = snapshot.first, snapshot.checkpoint
         state = model.state.step_state(save.site.scope)
@@ -101,16 +102,22 @@ def check(model):
                    if key not in held and (kind == "counter" or model.state.moves_with(key, optimizers))]
         if not missing or _reported_at_the_helper(model, save, missing):
             continue
-        # one dict saved twice, or two written out alike in one function, is one problem, reported at its
-        # first save, or at the one that writes the optimizer itself where its files are saved one by one
-        # (a helper that builds its own checkpoint: one problem per helper, however often it is called)
+        # one dict saved twice, or two written out alike in one function (`last.pth` and `best.pth`, also
+        # through two helpers, storing the same state), is one problem, reported at its first save, or at the one that writes the
+        # optimizer itself where its files are saved one by one (a helper that builds its own checkpoint:
+        # one problem per helper, however often it is called)
+        stored = tuple(sorted((kind, tuple(sorted(keys))) for kind, keys in checkpoint.holds.items()))
+        identities = {(id(save.site.scope), tuple(missing), stored)}  # (what it stores too: a copy, not another checkpoint)
         if save.via is not None and checkpoint.dict_node is None and checkpoint.name is None:
-            identity = (f"{save.via.via} in {save.via.where}", tuple(missing))  # whichever function calls it
-        else:
-            identity = (id(save.site.scope), tuple(missing))
-        if identity not in problems or (_saves_an_optimizer_itself(model, save, checkpoint) and not _saves_an_optimizer_itself(model, *problems[identity][:2])):
-            problems[identity] = (save, checkpoint, missing)
-    for save, checkpoint, missing in problems.values():
+            identities.add((f"{save.via.via} in {save.via.where}", tuple(missing)))  # whichever function calls it
+        problem = next((p for p in problems if p[0] & identities), None)
+        if problem is None:
+            problems.append([identities, (save, checkpoint, missing)])
+            continue
+        problem[0] |= identities
+        if _saves_an_optimizer_itself(model, save, checkpoint) and not _saves_an_optimizer_itself(model, *problem[1][:2]):
+            problem[1] = (save, checkpoint, missing)
+    for _, (save, checkpoint, missing) in problems:
         names = [key.split(":", 1)[1] for _, key in missing]
         listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""

@@ -332,8 +332,11 @@ class State:
         """The module can resume a run, so that what its checkpoints leave out is lost there: it restores
         an optimizer's state (`optimizer.load_state_dict(...)`, also through a helper of the project it
         calls), or resumes through a framework (`accelerator.load_state(...)`, an engine's or a
-        checkpointer's `load_checkpoint(...)`, `resume_or_load(...)`, `resume_from_checkpoint=`)."""
+        checkpointer's `load_checkpoint(...)`, `resume_or_load(...)`, `resume_from_checkpoint=`), or puts
+        the run back at a stored position without the optimizer (weights and an epoch read back)."""
         if any(e.role is not None and e.role.kind == OPTIMIZER for e in self.model.of_kind(STATE_LOAD)):
+            return True
+        if self.position_resumes:
             return True
         for call, _ in self.model.structure.calls:
             name = last_name(call.func)
