@@ -53,13 +53,17 @@ Two resumes are reported though the missing state is not in the restoring functi
   counter it advances, and is not set again after the read (`epoch = 1` after loading pretrained
   weights is a fine-tune). The optimizers, schedulers and scalers the run steps from there start over.
   Evaluation code that reads an epoch for its report trains nothing and is silent.
+- `accelerator.load_state(...)` puts back every prepared object and no counter of the loop: an update
+  counter of the function (one that sets the LR, the end of the run or the checkpoints' names) that
+  nothing sets after the load (from the checkpoint's folder name, as accelerate's examples do, or a
+  file) starts over. Silent where the module registers an object of its own for checkpointing.
 
 ## Fix safety
 Safe, where the module saves the missing state under a key: the fix reads it back right after the
 optimizer's state, from the same checkpoint, and only when the checkpoint holds it
 (`if checkpoint.get("scheduler") is not None:`), so checkpoints written before the entry existed
 still resume; an object that is `None` in some runs (a scaler built only with AMP) is restored only
-where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first). Neither of the two
+where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first). None of the three
 resumes above has a fix: what to restore lives in another function, or in no checkpoint at all.
 Binding: the restored object exists where the restore runs (not built later in the function, nor
 only in another method), and nothing builds it again after the restore (later in the function, in a
@@ -129,6 +133,13 @@ def check(model):
         fix = _restore(model, load, missing, saved) if load.via is None and not restarted and len(resume.parts) == 1 else None
         yield Finding(load.node, message, fix)
     yield from _position_without_the_optimizer(model)
+    for call, _, counters in model.state.framework_resumes:
+        listed = ", ".join(f"`{key.split(':', 1)[1]}`" for key in counters)
+        yield Finding(call, (
+            f"Resume restores what `{model.text.of(call.func.value)}` prepared but not {listed}: accelerate saves no counter of the loop, "
+            f"so the resumed run starts {'them' if len(counters) > 1 else 'it'} over; set {'them' if len(counters) > 1 else 'it'} back after the load "
+            "(from the checkpoint's name, or an object registered with `register_for_checkpointing`)"
+        ))
 
 
 def _repeated(model, earlier, site):

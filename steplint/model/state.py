@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Dict, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -21,7 +21,7 @@ from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STA
 from steplint.effects import FRESH_SCALER, LOAD
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
-from steplint.model.roles import ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALE_HOLDERS, SCALER, SCHEDULER, module_binding, optimizer_named
+from steplint.model.roles import ACCELERATOR, ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALE_HOLDERS, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
 from steplint.model.syntax import assignment_targets, children, disjuncts, dotted, keyword, last_name, literal, positional, walk_expressions
 from steplint.model.values import argument_for
@@ -387,6 +387,31 @@ class State:
         """Keys of the optimizers a function builds (shown by their class): what a resume must restore."""
         return [key for key, role in self.model.roles.roles.items()
                 if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name]
+
+    @cached_property
+    def framework_resumes(self) -> List[Tuple[cst.Call, "Site", List[str]]]:
+        """(call, site, counters) for each `accelerator.load_state(...)`: it restores every prepared object
+        (optimizer, scheduler, scaler) and no counter of the loop. The update counters of its function that
+        nothing sets after it (from the checkpoint's name, `completed_steps = resume_step // accum`, or a
+        file) restart at their initial value. None where an object of the module's own is registered for
+        checkpointing (it may carry the counters)."""
+        calls = [(call, site) for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute)
+                 and call.func.attr.value == "load_state" and self.model.roles.is_(call.func.value, site.scope, ACCELERATOR)]
+        if not calls or any(last_name(call.func) == "register_for_checkpointing" for call, _ in self.model.structure.calls):
+            return []
+        found = []
+        for call, site in calls:
+            advanced = {self.model.roles.key(e.subject, e.site.scope) for e in self.model.events_in(site.scope, COUNTER_INCREMENT)}
+            restarted = [key for key in self.step_state(site.scope)["counter"] if key in advanced and not self._assigned_after(site, key)]
+            if restarted:
+                found.append((call, site, restarted))
+        return found
+
+    def _assigned_after(self, site: "Site", key: str) -> bool:
+        """A plain assignment of `key` after `site` in its function (not its increments)."""
+        return any(other.order > site.order and other.scope is site.scope and isinstance(node, (cst.Assign, cst.AnnAssign))
+                   and any(self.model.roles.key(t, other.scope) == key for t in assignment_targets(node))
+                   for node, other in self.model.statements_in(site.scope, key))
 
     @cached_property
     def position_resumes(self) -> List["PositionResume"]:
