@@ -43,7 +43,7 @@ built after the resume with that position (`last_epoch=start - 1`, `iteration=n_
 the GradScaler; objects held in a dict under a literal key (`self.optimizers["G"]`) are tracked by
 that entry.
 
-Three resumes are reported though the missing state is not in the restoring function:
+Three more resumes are reported, away from an optimizer restore of the function:
 - The restore is followed by a call of a function of the project that builds its own loss scaler and
   never restores it (`do_train(...)` with `scaler = GradScaler()` inside, only ever used for its own
   methods): the message names that function and where it is.
