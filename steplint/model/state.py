@@ -502,7 +502,9 @@ class State:
     @cached_property
     def _same_object(self) -> Dict[str, Set[str]]:
         """Key -> the keys holding the same object: a name assigned once, from another plain name
-        assigned at most once (`distr_scheduler = scheduler`), holds what that name holds."""
+        assigned at most once (`distr_scheduler = scheduler`), holds what that name holds; so does a
+        parameter of a function of the module that each of its calls hands the same name
+        (`train_one_epoch(model, optimizer, ...)` from `main`)."""
         writes: Dict[str, List[Optional[str]]] = {}
         for node, site in self.model.structure.statements:
             if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
@@ -512,9 +514,20 @@ class State:
                     key = self.model.roles.key(target, site.scope)
                     if key:
                         writes.setdefault(key, []).append(self.model.roles.key(node.value, site.scope) if plain else None)
+        for call, site in self.model.structure.calls:
+            callee = self.model.roles.callee(call.func, site.scope)
+            if callee is None:
+                continue
+            params = [p.name.value for p in callee.params][1 if callee.self_name and callee.parent is None else 0:]
+            for index, argument in enumerate(call.args):
+                name = argument.keyword.value if argument.keyword is not None else params[index] if index < len(params) and not argument.star else None
+                key = self.model.roles.key(cst.Name(name), callee) if name else None
+                if key:
+                    plain = isinstance(argument.value, (cst.Name, cst.Attribute))
+                    writes.setdefault(key, []).append(self.model.roles.key(argument.value, site.scope) if plain else None)
         groups: Dict[str, Set[str]] = {}
         for key, sources in writes.items():
-            if len(sources) == 1 and sources[0] is not None and sources[0] != key and len(writes.get(sources[0], ())) <= 1:
+            if len(set(sources)) == 1 and sources[0] is not None and sources[0] != key and len(writes.get(sources[0], ())) <= 1:
                 group = groups.get(key, {key}) | groups.get(sources[0], {sources[0]})
                 for member in group:
                     groups[member] = group

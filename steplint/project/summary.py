@@ -20,11 +20,11 @@ from typing import Dict, List, Optional
 # What a function does to a place (steplint.effects, shared with the model that reads it), named
 # here too because the summaries are written in it.
 from steplint.effects import (  # noqa: F401
-    CLIP, FRESH_SCALER, INCREMENT, LOAD, REDUCE, RETURNS_COMMIT, RETURNS_REDUCED, SAVE, SCALED_BACKWARD, SCALER_UPDATE, SCHEDULER_STEP,
+    CLIP, FRESH_SCALER, INCREMENT, LOAD, POSITIONED_STEP, REDUCE, RETURNS_COMMIT, RETURNS_REDUCED, SAVE, SCALED_BACKWARD, SCALER_UPDATE, SCHEDULER_STEP,
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 5  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 6  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
