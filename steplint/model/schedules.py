@@ -90,7 +90,7 @@ def sets_its_first_lr(role) -> bool:
     policy) may be stepped first on purpose, to set the LR the first update uses: which one it is
     cannot be told."""
     return role is not None and role.constructor is not None and role.constructor.startswith(
-        ("torch.optim.lr_scheduler.", "transformers.", "diffusers.optimization.")
+        ("torch.optim.lr_scheduler.", "transformers.", "pytorch_transformers.", "diffusers.optimization.")
     )
 
 
