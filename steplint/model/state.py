@@ -388,6 +388,29 @@ class State:
         return [key for key, role in self.model.roles.roles.items()
                 if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name]
 
+    def _read_from_a_checkpoint(self, expr: cst.BaseExpression, scope: "Scope") -> bool:
+        """`expr` reads an entry of what `torch.load` returned, directly or through a name of `scope` set
+        from one (`init_step = optim_sd["iter"] - optim_sd["skipped_iter"]`, then `last_iter=init_step`)."""
+        def entry_of_a_load(value: cst.BaseExpression) -> bool:
+            for sub in walk_expressions(value):
+                base = sub.value if type(sub) is cst.Subscript else sub.func.value if type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == "get" else None
+                if isinstance(base, cst.Name) and self.model.roles.key(base, scope) in self._loaded_results:
+                    return True
+            return False
+        if entry_of_a_load(expr):
+            return True
+        names = {sub.value for sub in walk_expressions(expr) if isinstance(sub, cst.Name)}
+        return any(entry_of_a_load(value) for name in names for value in self.model.roles.command_line.assigned(scope, name) if value is not None)
+
+    @cached_property
+    def _loaded_results(self) -> Set[str]:
+        """Keys of the names set from `torch.load(...)`."""
+        found = set()
+        for node, site in self.model.structure.statements:
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and self.model.roles.qualified(node.value.func, site.scope) == "torch.load":
+                found.update(k for t in assignment_targets(node) if (k := self.model.roles.key(t, site.scope)))
+        return found
+
     @cached_property
     def framework_resumes(self) -> List[Tuple[cst.Call, "Site", List[str]]]:
         """(call, site, counters) for each `accelerator.load_state(...)`: it restores every prepared object
@@ -595,7 +618,7 @@ class State:
                     ):
                         found.add(self.model.roles.key(target.target, site.scope) or "")
                     elif isinstance(node.value, cst.Call) and self.model.roles.is_(target.target, site.scope, SCHEDULER) and any(
-                        self.model.keys_in(a.value, site.scope) & counters for a in node.value.args[1:]
+                        self.model.keys_in(a.value, site.scope) & counters or self._read_from_a_checkpoint(a.value, site.scope) for a in node.value.args[1:]
                     ):
                         # (built told the counter its run resumes at: `LinearWarmupCosineDecay(optimizer, ..., iteration=n_iter)`)
                         found.add(self.model.roles.key(target.target, site.scope) or "")
