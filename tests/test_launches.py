@@ -161,3 +161,12 @@ def test_a_line_naming_a_project_script_claims_its_options_for_it(tmp_path):
     assert found.options_for("models/run_dual_encoder.py") == ["fp16", "nproc_per_node"]
     # (the launcher module is no script of the project, but the line names one: its options are that script's)
     assert found.options_for("models/run_cross_encoder.py") == []
+
+
+def test_an_options_variable_is_launched_where_it_is_expanded():
+    text = 'gpt_options=" \\\n  --save model \\\n  --model-parallel-size ${MP_SIZE} \\\n  --fp16 \\\n"\nrun_cmd="mpirun --np ${GPUS} python ../pretrain_gpt.py ${gpt_options}"\neval "${run_cmd}"\n'
+    found = launches(text)
+    found.modules = {"pretrain_gpt.py", "pretrain_other.py"}
+    assert found.options_for("pretrain_gpt.py") == ["fp16", "model_parallel_size", "np", "save"]
+    # (the definition itself launches nothing: its options are the script's that expands it)
+    assert found.options_for("pretrain_other.py") == []

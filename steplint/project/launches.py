@@ -61,7 +61,7 @@ _CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as wri
 _SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
 _MODULE = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
 _OPTION = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
-_ASSIGNED = re.compile(r"\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"$`]*\"|'[^']*'|[^\s$`;|&]*)\s*(?:#.*)?$")
+_ASSIGNED = re.compile(r"\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"`]*\"|'[^']*'|[^\s$`;|&]*)\s*(?:#.*)?$")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
 _PASSED_ON = re.compile(r"\$\{?[@*A-Za-z_]")  # a variable (at the start of a token): `$@`, `${@:3}`, `$ARGS`
 
@@ -362,9 +362,14 @@ def add_launch_text(found: Launches, text: str, keys: bool = True) -> None:
     variables: Dict[str, str] = {}  # a script's own `name="value"` lines, expanded where read after them
     for line in _CONTINUED.sub(" ", text).splitlines():
         assigned = _ASSIGNED.match(line)
-        if assigned:
+        if assigned:  # (a definition, launched where it is expanded: `OPTS="--fp16 ..."`, then `python train.py $OPTS`)
             variables[assigned.group(1)] = assigned.group(2).strip("\"'")
-        line = _VARIABLE.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), line)
+            continue
+        for _ in range(3):  # (a variable whose value names others: `run_cmd="python train.py ${gpt_options}"`)
+            expanded = _VARIABLE.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), line)
+            if expanded == line:
+                break
+            line = expanded
         if keys:
             found.launch_true.update(keys_set_true(line))
         if "--" not in line and ".py" not in line and "-m" not in line:
