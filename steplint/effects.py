@@ -40,6 +40,7 @@ class Effect:
     stored: str = ""  # SAVE: the place saved whole (`torch.save(checkpoint, path)` with `checkpoint` a parameter)
     contents: Dict[str, List[Optional[str]]] = field(default_factory=dict)  # SAVE: checkpoint key -> [place, role] of the stored value
     named_by: List[str] = field(default_factory=list)  # SAVE: the places its file's path reads (`param:step` in `f"save_step_{step}.pth"`)
+    stored_state: str = ""  # SAVE: the place whose own `state_dict()` it saves as the file (`torch.save(model.state_dict(), path)`)
     via: str = ""  # the function that does it, for messages: `save_checkpoint`
     where: str = ""  # file and line of that function: `utils.py:41`
 

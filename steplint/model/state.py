@@ -670,8 +670,8 @@ def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
     if effect.stored and not effect.stored.startswith("local:"):  # (a dict of the helper's own: its contents say what it holds)
         stored = context.argument(callee, effect.stored, save.node, save.site.scope)
         return stored_contents(model, save, stored) if stored is not None else None
-    if not effect.contents:
-        return None
+    if not effect.contents:  # (one object's own file: with the function's others, one checkpoint)
+        return _one_file_each(model, save) if getattr(effect, "stored_state", "") else None
     entries = {}
     for key, (place, _) in effect.contents.items():
         value = argument_at_call(model, context, callee, place, save.node, save.site.scope) if place else None
@@ -802,6 +802,14 @@ def _one_file_each(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
                 owner = dotted(stored.func.value)
                 if owner and owner != "self" and model.roles.qualified(call.func, event.site.scope) == "torch.save":
                     found.setdefault(id(event.site.scope), {})[owner] = stored
+                    saves.setdefault(id(event.site.scope), []).append(event)
+            elif event.via is not None and getattr(event.via, "stored_state", "") and model.roles.project is not None:
+                # (through a helper that saves what it is handed as its own file: `save_model(optim, "ae_optim", step, dir)`)
+                callee = model.roles.project.callee(call, event.site.scope)
+                handed = model.roles.project.argument(callee, event.via.stored_state, call, event.site.scope) if callee is not None else None
+                owner = dotted(handed) if handed is not None else None
+                if owner and owner != "self":
+                    found.setdefault(id(event.site.scope), {})[owner] = handed
                     saves.setdefault(id(event.site.scope), []).append(event)
         read_back = _file_names_restored(model)
         return {scope: entries for scope, entries in found.items() if len(entries) > 1 or read_back & _file_names(model, saves[scope])}

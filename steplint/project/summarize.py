@@ -162,7 +162,10 @@ def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
     if event.kind == CHECKPOINT_SAVE and model.roles.qualified(event.node.func, scope) == "torch.save" and event.node.args:
         named_by = sorted({where for path in model.state.path_expressions(event) for sub in walk_expressions(path)
                            if isinstance(sub, cst.Name) and (where := place(sub, scope)).startswith("param:")})
-        return s.Effect(s.SAVE, stored=_stored_place(event.node.args[0], scope), contents=_contents(model, event), named_by=named_by, **flags)
+        saved = event.node.args[0].value
+        owner = saved.func.value if isinstance(saved, cst.Call) and isinstance(saved.func, cst.Attribute) and saved.func.attr.value == "state_dict" and not saved.args else None
+        return s.Effect(s.SAVE, stored=_stored_place(event.node.args[0], scope), contents=_contents(model, event), named_by=named_by,
+                        stored_state=place(owner, scope) if owner is not None else "", **flags)
     return None
 
 
