@@ -170,3 +170,14 @@ def test_an_options_variable_is_launched_where_it_is_expanded():
     assert found.options_for("pretrain_gpt.py") == ["fp16", "model_parallel_size", "np", "save"]
     # (the definition itself launches nothing: its options are the script's that expands it)
     assert found.options_for("pretrain_other.py") == []
+
+
+def test_a_named_variable_in_docs_is_a_placeholder_but_in_a_script_it_may_pass_options():
+    readme, script = Launches(), Launches()
+    add_launch_text(readme, "./tools/dist_launch.sh train.py /path/to/config $GPUS_PER_NODE\n", docs=True)
+    add_launch_text(script, "./tools/dist_launch.sh train.py /path/to/config $GPUS_PER_NODE\n")
+    assert readme.options_for("train.py") == []
+    assert ANY_OPTION in script.options_for("train.py")
+    passed_on = Launches()
+    add_launch_text(passed_on, "python train.py --lr 1 $@\n", docs=True)
+    assert ANY_OPTION in passed_on.options_for("train.py")

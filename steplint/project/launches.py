@@ -35,6 +35,7 @@ MAX_LAUNCH_TOTAL_BYTES = 16_000_000  # read in all: a tree full of data files is
 _PRIORITY = {".md": 1, ".rst": 1, ".txt": 2, ".ipynb": 2, ".yaml": 3, ".yml": 3, ".json": 4, ".cfg": 3, ".ini": 3, ".toml": 3}
 
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".cfg", ".ini", ".toml")
+_DOC_SUFFIXES = (".md", ".rst", ".txt")
 _SET_TRUE = re.compile(r"""^[ \t]*["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*(?:true|True|TRUE|yes|Yes|on|1)\b""", re.M)
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0", "null", "none", "~", "")
@@ -279,7 +280,7 @@ def read_launches(root: str) -> Launches:
         except OSError:
             continue
         config = path.endswith(_CONFIG_SUFFIXES)
-        add_launch_text(found, text, keys=not config)
+        add_launch_text(found, text, keys=not config, docs=path.endswith(_DOC_SUFFIXES))
         if config:  # (what it sets true is its own, for the scripts launched with it)
             keys = ConfigKeys(configured={m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text)}, set_true=keys_set_true(text))
             _read_config_keys(keys, text, path.endswith(".json"))
@@ -358,7 +359,10 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
         note(empty[1], "")
 
 
-def add_launch_text(found: Launches, text: str, keys: bool = True) -> None:
+def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = False) -> None:
+    """Note the launch lines of `text`. In docs (`docs`), a named variable on a command line is a
+    placeholder the reader fills in with a value (`./dist_launch.sh train.py $CONFIG $GPUS`); only `$@`
+    and `$*` pass options on, as they do in scripts, where any variable may."""
     variables: Dict[str, str] = {}  # a script's own `name="value"` lines, expanded where read after them
     for line in _CONTINUED.sub(" ", text).splitlines():
         assigned = _ASSIGNED.match(line)
@@ -379,7 +383,7 @@ def add_launch_text(found: Launches, text: str, keys: bool = True) -> None:
             options |= {f"{ACCELERATE_PRECISION}{m.group(1).lower()}" for m in _ACCELERATE_PRECISION.finditer(line)}
         scripts = [m.group(1) + ".py" for m in _SCRIPT.finditer(line)]
         scripts += [m.group(1).replace(".", "/") + ".py" for m in _MODULE.finditer(line)]
-        if _passes_variables_on(line):
+        if _passes_variables_on(line, docs):
             options = options | {ANY_OPTION}
         # (a wrapper that names no script, `torchrun $SCRIPT "$@"`, may run any script with any option)
         found.mentioned |= options if not scripts else options - {ANY_OPTION}
@@ -411,12 +415,15 @@ def _option_values(line: str) -> Dict[str, Optional[str]]:
     return found
 
 
-def _passes_variables_on(line: str) -> bool:
-    """A variable stands where options go (`$@`, `$EXTRA_ARGS`), not as the value of an option
-    (`--model_type $model_type`, `--lr=$LR`)."""
+def _passes_variables_on(line: str, docs: bool = False) -> bool:
+    """A variable stands where options go (`$@`, `$EXTRA_ARGS`; in docs, `$@` and `$*` only), not as
+    the value of an option (`--model_type $model_type`, `--lr=$LR`)."""
     tokens = line.split()
     for index, token in enumerate(tokens):
-        if _PASSED_ON.match(token.lstrip("\"'")) and not (index and tokens[index - 1].startswith("-") and "=" not in tokens[index - 1]):
+        bare = token.lstrip("\"'")
+        if docs and not bare.startswith(("$@", "$*", "${@", "${*")):
+            continue
+        if _PASSED_ON.match(bare) and not (index and tokens[index - 1].startswith("-") and "=" not in tokens[index - 1]):
             return True
     return False
 
