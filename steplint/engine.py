@@ -111,6 +111,12 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
                                  f" {python_tree.lineno}), and the project targets Python {newer}, whose grammar is newer; run steplint"
                                  f" with Python {newer} or later to check it")
             return None, []
+        if sys.version_info < (3, 12) and isinstance(python_tree, SyntaxError) and (python_tree.msg or "").startswith("f-string"):
+            # (what older Pythons reject in f-strings, quotes and line breaks inside `{}`, Python 3.12 accepts (PEP 701))
+            _UNANALYSED[path] = (f"not analysed: Python {RUNNING_PYTHON}, which runs steplint, cannot parse an f-string in it ({python_tree.msg},"
+                                 f" line {python_tree.lineno}), which Python 3.12's grammar may accept; run steplint with Python 3.12 or later"
+                                 " to check it")
+            return None, []
         return None, [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
     if not needs_analysis(text):
         return None, []

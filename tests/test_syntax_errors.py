@@ -179,3 +179,13 @@ def test_show_settings_gives_each_files_python(tmp_path, setting, root_python, s
         (tmp_path / path).write_text(BUGGY)
         done = subprocess.run([sys.executable, "-m", "steplint", "check", "--show-settings", path], capture_output=True, text=True, cwd=tmp_path)
         assert f'\ntarget-version = "{python}"\n' in done.stdout, (path, done.stdout)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's f-strings itself")
+def test_an_f_string_only_python_3_12_parses_is_said_so_not_called_broken(tmp_path):
+    """PEP 701: quotes inside an f-string's braces are valid from Python 3.12 on, whatever the project declares."""
+    (tmp_path / "report.py").write_text('def line(task):\n    return f"{task["name"]}: {task["loss"]:.3f}"\n')
+    (tmp_path / "train.py").write_text(BUGGY)
+    done = _check(tmp_path, ".")
+    assert [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout  # train.py's only
+    assert f"report.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse an f-string in it" in done.stderr
