@@ -166,7 +166,7 @@ class State:
         if parameter not in params or scope.parent is not None:
             return set()
         method, name = scope.class_name is not None, scope.name.rsplit(".", 1)[-1]
-        position = params.index(parameter) - (1 if method else 0)
+        position = params.index(parameter) - (1 if scope.self_name else 0)
         if position < 0:
             return set()  # `self` itself: no argument passes it
         passed: List[Set[str]] = []
@@ -611,8 +611,11 @@ class State:
                 for target in node.targets:
                     if isinstance(target.target, cst.Attribute) and (target.target.attr.value == "last_epoch" or reads_an_entry(node.value) and self.model.roles.is_(target.target.value, site.scope, SCHEDULER)):
                         # (`scheduler.last_epoch = start - 1`; a scheduler's own counter read back from the checkpoint,
-                        # `self.scheduler.model_step = checkpoint["model_step"]`)
+                        # `self.scheduler.model_step = checkpoint["model_step"]`; in a method handed the scheduler,
+                        # `self.restore_scheduler(self.scheduler, ...)`, the scheduler each call hands it)
                         found.add(self.model.roles.key(target.target.value, site.scope) or "")
+                        if isinstance(target.target.value, cst.Name):
+                            found.update(self._passed_for(site.scope, target.target.value.value))
                     elif isinstance(node.value, cst.Call) and any(
                         a.keyword is not None and a.keyword.value == "last_epoch" and literal(a.value) != -1 for a in node.value.args
                     ):

@@ -212,7 +212,9 @@ class _Walker:
         params = tuple(node.params.posonly_params) + tuple(node.params.params) + tuple(node.params.kwonly_params)
         if isinstance(outer, _ClassScope):
             class_name, parent = outer.class_name, None
-            self_name = params[0].name.value if params else None
+            # (a staticmethod has no instance: its first parameter is an argument like the others)
+            static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in node.decorators)
+            self_name = params[0].name.value if params and not static else None
             name = f"{class_name}.{node.name.value}"
         elif outer.name != "<module>":  # a nested function sees its enclosing function's names
             class_name, self_name, parent = outer.class_name, outer.self_name, outer
