@@ -32,8 +32,8 @@ fp16 (`mixed_precision="fp16"`, or the module's parser defaulting `--mixed-preci
 for `Accelerator(**kwargs)`). A counter the code
 sets back to 0 at each pass over the data (the index of a batch in its epoch) needs no restoring.
 The optimizers one run of a function restores (a GAN's generator and discriminator, each in its own
-`try`) are parts of one resume, reported once; the same optimizer restored again from another source,
-or in another branch, is another resume.
+`try`, or in two methods of its trainer class) are parts of one resume, reported once; the same
+optimizer restored again from another source, or in another branch, is another resume.
 A warm start is no resume: an optimizer state loaded from another run, after which the code puts
 back the learning rates it read before the load, starts a new run with a fresh scaler.
 A scheduler put back at the resumed position needs no state of its own: `scheduler.last_epoch = ...`,
@@ -117,7 +117,8 @@ def check(model):
         # (the optimizers one run of a function restores are parts of one resume, reported once; the same
         # one restored again, or in another branch, is another resume, unless the code is a copy of the
         # first, under the same tests)
-        resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring]) or any(_repeated(model, site, load.site) for site, _ in r.parts)), None)
+        resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring]) or any(_repeated(model, site, load.site) for site, _ in r.parts)
+                       or _another_network_of_the_class(r, load, restoring, missing)), None)
         if resume is None:
             resumes.append(_Resume(load, missing, restarted, [(load.site, [restoring])]))
             continue
@@ -150,6 +151,14 @@ def _repeated(model, earlier, site):
         texts = [site.statement] + [g.test for g in site.guards if not g.early_exit]
         return ["".join(model.text.of(node).split()).replace('"', "'") for node in texts]
     return earlier.scope is site.scope and written(earlier) == written(site)
+
+
+def _another_network_of_the_class(resume, load, restoring, missing):
+    """A GAN trainer's `resume_g_model()` and `resume_d_model()`: methods of one class that restore other
+    optimizers and leave out the same state are parts of one resume."""
+    scope, first = load.site.scope, resume.first.site.scope
+    return (scope.class_name is not None and scope.class_name == first.class_name and scope is not first and restoring is not None
+            and sorted(missing) == sorted(resume.missing) and all(keys and restoring not in keys for _, keys in resume.parts))
 
 
 @dataclass
