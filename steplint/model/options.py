@@ -55,6 +55,7 @@ class CommandLine:
     declared: Dict[str, object] = field(default_factory=dict)  # dest -> its default as declared (`...`: not a literal, or declared twice)
     aliases: Dict[str, Set[str]] = field(default_factory=dict)  # dest -> the names its long flags give it, as launches write them
     parsed_names: Set[str] = field(default_factory=set)  # names bound to what parse_args() returns
+    parsed_dicts: Set[str] = field(default_factory=set)  # names bound to its dict: `args = vars(parser.parse_args())`, read as `args["amp"]`
     written: Set[str] = field(default_factory=set)  # attribute names the module assigns (`args.fp16 = True`)
     rewritten: bool = False  # the module writes the parsed options from data (a config it loads), or in code
     given: Optional[Set[str]] = None  # options a launch of the module may give (steplint.project.launches); None: unknown
@@ -110,6 +111,9 @@ class CommandLine:
             found = self._option_default(expr)
             return found if found[1] is not None else self._config_default(expr)
         if isinstance(expr, cst.Subscript):
+            key = literal(expr.slice[0].slice.value) if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
+            if isinstance(expr.value, cst.Name) and expr.value.value in self.parsed_dicts and isinstance(key, str):
+                return self._option_value(key, f"--{key}")
             return self._config_default(expr)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3 and scope.owner_of(expr.value) is None:
             return self._global_as_run(expr.value)
@@ -262,12 +266,16 @@ class CommandLine:
             held = held.attr  # (`self.args.x`: the options a trainer keeps as `self.args = args`)
         if not (isinstance(held, cst.Name) and held.value in self.parsed_names):
             return ..., None
+        return self._option_value(name, option_of(test))
+
+    def _option_value(self, name: str, label: str) -> tuple:
+        """(the value of the parsed option `name` in every run the project shows, `label`), or (..., None)."""
         default = self.declared.get(name, ...)
         if default is ... or name in self.written:
             return ..., None
         aliases = self.aliases.get(name, {name})
         if not any(alias in self.given for alias in aliases):
-            return default, option_of(test)
+            return default, label
         # (given by some launch line: decided when every line that names the script gives one value, or leaves the default)
         values = []
         for line in self.launch_values or [{alias: None for alias in aliases}]:
@@ -276,7 +284,7 @@ class CommandLine:
                 return ..., None
             values.append(default if written is ... else True if written == "" else scalar(written))
         same = all(type(v) is type(values[0]) and v == values[0] for v in values)
-        return (values[0], option_of(test)) if same else (..., None)
+        return (values[0], label) if same else (..., None)
 
     def unproven(self, expr: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
         """`unproven:KEY` for a switch of loss scaling (`GradScaler(enabled=cfg.train.use_amp)`) that nothing
@@ -506,6 +514,10 @@ def read_command_line(structure: Structure, project) -> CommandLine:
                     adopted[callee.where] = callee.options
                 if callee.returns_options == RETURNS_PARSED:
                     found.parsed_names.update(t.value for t in assignment_targets(node) if isinstance(t, cst.Name))
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "vars" and len(value.args) == 1 and (
+                _parses(value.args[0].value) or isinstance(value.args[0].value, cst.Name) and value.args[0].value.value in found.parsed_names
+            ):
+                found.parsed_dicts.update(t.value for t in assignment_targets(node) if isinstance(t, cst.Name))
             if _parses(value):
                 if positional(value):
                     found.rewritten = True  # options written in the code (`parse_args(["--fp16"])`)

@@ -25,6 +25,7 @@ from steplint.model.values import argument_for
 
 OPTIMIZER = "optimizer"
 SCALER = "scaler"  # GradScaler-like: scale(), step(opt), update()
+SCALER_OFF = "scaler-off"  # what a caller hands a function for a parameter: a scaler that scales nothing as run (its `enabled=` off)
 LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer, clip_grad=...)
 SCALE_HOLDERS = frozenset({SCALER, LOSS_SCALER})  # what holds a loss scale a checkpoint and a resume need: a GradScaler, a NativeScaler
 SCHEDULER = "scheduler"
@@ -239,7 +240,9 @@ class RoleTable:
             self._declared_roles()
         for function, parameters in (self.project.parameter_roles if self.project else {}).items():
             for name, kind in parameters.items():  # what the callers elsewhere in the project pass
-                self._set(f"{function}:{name}", Role(kind, USE))
+                # (a scaler every caller has off as run, `GradScaler() if args["amp"] else None` without --amp, scales nothing here)
+                role = Role(SCALER, USE, enabled=False, off_as_run=f"callers of {function}") if kind == SCALER_OFF else Role(kind, USE)
+                self._set(f"{function}:{name}", role)
         self._scaler_calls = self._keys_calling(_SCALER_ONLY_METHODS)
         for _ in range(4):  # flow through assignments and calls converges in a few rounds
             changed = False

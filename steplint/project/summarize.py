@@ -24,7 +24,7 @@ from steplint.model import (
 from steplint.model.events import CALL, copies_live_state
 from steplint.model.guards import COMMIT_GATE, RANK
 from steplint.model.options import returned_options
-from steplint.model.roles import SCHEDULER, STATEFUL_MODULES
+from steplint.model.roles import SCALER, SCALER_OFF, SCHEDULER, STATEFUL_MODULES
 from steplint.model.structure import Scope, Site
 from steplint.model.state import reads_an_entry
 from steplint.model.syntax import assignment_targets, dotted, literal, walk_expressions
@@ -231,12 +231,13 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
         if arg.star:
             break
         role = model.roles.value_role(arg.value, scope)
+        kind = (SCALER_OFF if role.kind == SCALER and role.enabled is False else role.kind) if role else None
         if arg.keyword is None:
             record.args.append(place(arg.value, scope))
-            record.arg_roles.append(role.kind if role else None)
+            record.arg_roles.append(kind)
         else:
             record.kwargs[arg.keyword.value] = place(arg.value, scope)
-            record.kwarg_roles[arg.keyword.value] = role.kind if role else None
+            record.kwarg_roles[arg.keyword.value] = kind
     return record
 
 
