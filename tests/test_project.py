@@ -232,3 +232,13 @@ def test_roles_come_back_from_a_helper_that_returns_a_tuple_and_may_return_none(
     # (None where the recipe has no decay: the entry the fix adds reads it only where it exists)
     (edit,) = found["SL302"].fix.edits
     assert "scheduler.state_dict() if scheduler is not None else None" in edit.content
+
+
+def test_a_scheduler_the_resume_helper_replays_is_not_named_missing():
+    """The helper fast-forwards the scheduler it is handed (a loop of `scheduler.step()` that trains
+    nothing): the resume and the checkpoint owe only the scaler (fixtures/SL303/replayed_by_the_checkpoint_helper)."""
+    folder = Path(__file__).parent.parent / "fixtures" / "SL303" / "replayed_by_the_checkpoint_helper"
+    found = lint_project(folder, "train_prior_fitting.py")
+    messages = {d.code: d.message for d in found}
+    assert set(messages) == {"SL302", "SL303"}
+    assert all("`scaler`" in m and "scheduler" not in m for m in messages.values()), messages

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STATE, OPTIMIZER_STEP, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
-from steplint.effects import FRESH_SCALER, LOAD
+from steplint.effects import FRESH_SCALER, LOAD, POSITIONED_STEP
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR, ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALE_HOLDERS, SCALER, SCHEDULER, module_binding, optimizer_named
@@ -594,12 +594,22 @@ class State:
         replayed to it (`for _ in range(start * per_epoch): scheduler.step()`, a loop that trains nothing),
         or told it: `scheduler.step(start_epoch)` outside any loop, or given its position at every step
         (`step(epoch)`, `step_update(n)`), which the state would not add to."""
-        found: Set[str] = {key for key in map(self._replayed_scheduler, self.model.of_kind(SCHEDULER_STEP)) if key}
+        found: Set[str] = {key for key in map(self.replayed_scheduler, self.model.of_kind(SCHEDULER_STEP)) if key}
         told: Dict[str, List[Event]] = {}
         for event in self.model.of_kind(SCHEDULER_STEP):
             if event.role is not None and not event.role.metric and isinstance(event.node, cst.Call) and event.subject is not None:
                 told.setdefault(self.model.roles.key(event.subject, event.site.scope) or "", []).append(event)
         found.update(key for key, events in told.items() if all(e.explicit_position for e in events) or any(e.explicit_position and e.site.loop is None for e in events))
+        # (handed to a function of the project that positions it: `load_checkpoint(path, model, optimizer, scheduler)` replaying its steps)
+        context = self.model.roles.project
+        for call, site in self.model.structure.calls if context is not None else ():
+            callee = context.callee(call, site.scope)
+            for effect in callee.effects if callee is not None else ():
+                if effect.action == POSITIONED_STEP and effect.place.startswith("param:"):
+                    handed = context.argument(callee, effect.place, call, site.scope)
+                    key = self.model.roles.key(handed, site.scope) if isinstance(handed, (cst.Name, cst.Attribute)) else None
+                    if key:
+                        found.add(key)
         # (timm's schedulers take their position at every step: `step(epoch)` and `step_update(num_updates)`
         # need it, a bare `step()` raises; what they hold besides is built from their arguments)
         found.update(key for e in self.model.of_kind(SCHEDULER_STEP, HELPER_STATE)
@@ -627,7 +637,7 @@ class State:
                         found.add(self.model.roles.key(target.target, site.scope) or "")
         return found
 
-    def _replayed_scheduler(self, event: Event) -> Optional[str]:
+    def replayed_scheduler(self, event: Event) -> Optional[str]:
         """The scheduler's key when `event` sits in a replay loop: `for _ in range(n):` whose body only
         advances schedules (`x.step()`, `next(x)`), so it fast-forwards them and trains nothing."""
         loop = event.site.loop

@@ -154,7 +154,7 @@ def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
     if event.kind in _ACTIONS:
         if event.kind == SCHEDULER_STEP and (role != SCHEDULER or not isinstance(event.node, cst.Call)):
             return None
-        if event.kind == SCHEDULER_STEP and event.explicit_position:
+        if event.kind == SCHEDULER_STEP and (event.explicit_position or model.state.replayed_scheduler(event)):
             return s.Effect(s.POSITIONED_STEP, place(event.subject, scope), role, **flags)
         return s.Effect(_ACTIONS[event.kind], place(event.subject, scope), role, place(event.optimizer, scope), **flags)
     if event.kind == COLLECTIVE and isinstance(event.node, cst.Call) and event.node.args:
