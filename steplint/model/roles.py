@@ -151,7 +151,23 @@ class RoleTable:
         self._functions = {s.name: s for s in structure.scopes}
         self._aliases = _property_aliases(structure)
         self.command_line = read_command_line(structure, project)
+        self._module_names: Optional[set] = None  # names the module binds at its top level (read on first need)
+        self._runs_code = self.command_line.runs_code
         self._infer()
+
+    def _bound_at_module_level(self, key: str) -> bool:
+        """The global a `<module>:` key reads is bound: assigned, imported or defined at the top level, or
+        declared `global` by a function. True when the module may bind names unseen (`import *`, `exec`)."""
+        if self._module_names is None:
+            module = next((s for s in self.structure.scopes if s.name == "<module>"), None)
+            names = set(module.local_names) if module is not None else set()
+            names.update(self.imports.names)
+            names.update(s.name.split(".", 1)[0] for s in self.structure.scopes)  # (top-level functions and classes)
+            names.update(n for s in self.structure.scopes for n in s.global_names)
+            names.update(self.declared)
+            self._module_names = names
+        head = key[len("<module>:"):].split(".", 1)[0].split("[", 1)[0]
+        return bool(self.imports.star_modules) or self._runs_code or head in self._module_names
 
     def default_as_run(self, name: str, scope: Scope) -> object:
         """A parameter's literal default, when every call of its function the project makes leaves it out
@@ -210,6 +226,8 @@ class RoleTable:
             return False
         if role.evidence <= NAME and key in self.foreign:
             return False
+        if role.evidence <= USE and key.startswith("<module>:") and not self._bound_at_module_level(key):
+            return False  # (a name no scope binds, a local of another function read here: no object of ours)
         old = self.roles.get(key)
         if old is not None and old.kind == role.kind and old.evidence >= role.evidence:
             role = replace(  # weaker evidence of the same role adds what it knows, never takes away
