@@ -227,7 +227,9 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     model.callers_read |= roles.callers_read
     model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
     # What runs only under a flag no run of the project gives (`if args.load_optimizer_scheduler:`) does not run.
-    model.events = [e for e in model.events if not roles.command_line.never_runs(e.site)]
+    # A restore under a path option (`--resume PATH`, default None) is the resume a user runs after a crash,
+    # with the path of that run: no launch file can show it, and it runs all the same.
+    model.events = [e for e in model.events if not roles.command_line.never_runs(e.site) or e.kind == STATE_LOAD and roles.command_line.path_option(roles.command_line.never_runs(e.site))]
     if project is not None:
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
     engines = [e for e in model.events if e.strategy == "deepspeed"]

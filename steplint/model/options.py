@@ -351,6 +351,12 @@ class CommandLine:
         values, label = self._config_choices(expr)
         return (values[0], label) if len(set(map(repr, values))) == 1 else (..., None)
 
+    def path_option(self, option: Optional[str]) -> bool:
+        """`--resume`: an option the module's parser declares with default None and no action (it takes a
+        value per run, a path), as opposed to a flag off by default."""
+        name = option[2:].replace("-", "_") if option and option.startswith("--") else None
+        return name is not None and name in self.declared and self.declared[name] is None
+
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
         `if exists(path) and args.resume_optimizer:`), or the switch of loss scaling nothing turns on that
