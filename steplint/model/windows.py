@@ -154,7 +154,9 @@ def counts_from_zero(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
         return False
     name = counter.value
     if isinstance(loop, cst.For) and _loop_index_from_zero(loop, name):
-        return not list(_rebindings(model, scope, name, loop))
+        # (`for index, batch in enumerate(loader): index += 1` counts from 1 at the test)
+        moved = [e for e in model.of_kind(COUNTER_INCREMENT) if e.site.scope is scope and dotted(e.subject) == name and any(l is loop for l in e.site.loops)]
+        return not list(_rebindings(model, scope, name, loop)) and not moved
     if scope.owner_of(name) is not scope or scope.name == "<module>":
         return False
     increments = [e for e in model.of_kind(COUNTER_INCREMENT) if e.site.scope is scope and dotted(e.subject) == name]
