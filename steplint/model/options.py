@@ -377,7 +377,10 @@ class CommandLine:
         """What makes `test` false in every run the project shows: one conjunct off as run."""
         for conjunct in conjuncts(test):
             switch = _names_loss_scaling(conjunct)
-            if (self.declared or switch) and (found := self.off_as_run(conjunct, scope)):
+            found = self.off_as_run(conjunct, scope)
+            # (a module without options of its own is told by the config files, each setting the key false:
+            # `if args.max_norm:` with `max_norm: 0.` everywhere)
+            if found and (self.declared or switch or found.startswith("config:")):
                 return found
             if switch and (found := self.unproven(conjunct, scope)):
                 return found

@@ -310,7 +310,7 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
         word = str(value).strip().strip("\"'").lower()
         if word in _TRUE_WORDS:
             found.set_true.add(path.rsplit(".", 1)[-1].replace("-", "_"))
-        elif word in _FALSE_WORDS and (value is not None or not is_json):
+        elif (word in _FALSE_WORDS or _is_zero(word)) and (value is not None or not is_json):
             found.config_false.add(path)
         if PRECISION_KEY.search(path.rsplit(".", 1)[-1]) and (value is not None or not is_json):
             # (as written, quotes kept: `fp16` and `FP16`, `16` and `"16"` are other values to the code that compares them)
@@ -357,6 +357,14 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
             empty = (indent, path)
     if empty is not None:
         note(empty[1], "")
+
+
+def _is_zero(word: str) -> bool:
+    """`0.`, `0.0`, `0e0`: a number that is zero, false as a switch (`max_norm: 0.`)."""
+    try:
+        return float(word) == 0.0
+    except ValueError:
+        return False
 
 
 def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = False) -> None:
