@@ -19,6 +19,7 @@ import libcst as cst
 
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STATE, OPTIMIZER_STEP, STATE_LOAD, SCALED_BACKWARD, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.effects import FRESH_SCALER, LOAD, POSITIONED_STEP
+from steplint.effects import SCHEDULER_STEP as STEPS_A_SCHEDULER
 from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR, ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALE_HOLDERS, SCALER, SCHEDULER, module_binding, optimizer_named
@@ -604,8 +605,9 @@ class State:
         context = self.model.roles.project
         for call, site in self.model.structure.calls if context is not None else ():
             callee = context.callee(call, site.scope)
+            stepped = {e.place for e in callee.effects if e.action == STEPS_A_SCHEDULER} if callee is not None else set()
             for effect in callee.effects if callee is not None else ():
-                if effect.action == POSITIONED_STEP and effect.place.startswith("param:"):
+                if effect.action == POSITIONED_STEP and effect.place.startswith("param:") and effect.place not in stepped:
                     handed = context.argument(callee, effect.place, call, site.scope)
                     key = self.model.roles.key(handed, site.scope) if isinstance(handed, (cst.Name, cst.Attribute)) else None
                     if key:

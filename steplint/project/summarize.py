@@ -27,7 +27,7 @@ from steplint.model.options import returned_options
 from steplint.model.roles import SCALER, SCALER_OFF, SCHEDULER, STATEFUL_MODULES
 from steplint.model.structure import Scope, Site
 from steplint.model.state import reads_an_entry
-from steplint.model.syntax import assignment_targets, dotted, literal, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, last_name, literal, walk_expressions
 from steplint.project import summary as s
 from steplint.project.context import callee_text, top_scope
 
@@ -154,7 +154,8 @@ def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
     if event.kind in _ACTIONS:
         if event.kind == SCHEDULER_STEP and (role != SCHEDULER or not isinstance(event.node, cst.Call)):
             return None
-        if event.kind == SCHEDULER_STEP and (event.explicit_position or model.state.replayed_scheduler(event)):
+        # (told its position by the method itself, `step_update(n)`; `step(x)` may be handed a metric), or replayed to it
+        if event.kind == SCHEDULER_STEP and (last_name(event.node.func) == "step_update" or model.state.replayed_scheduler(event)):
             return s.Effect(s.POSITIONED_STEP, place(event.subject, scope), role, **flags)
         return s.Effect(_ACTIONS[event.kind], place(event.subject, scope), role, place(event.optimizer, scope), **flags)
     if event.kind == COLLECTIVE and isinstance(event.node, cst.Call) and event.node.args:
