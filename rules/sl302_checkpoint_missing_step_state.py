@@ -131,11 +131,11 @@ OPTIMIZER = "optimizer"
 def _saves_an_optimizer_itself(model, save, checkpoint):
     """`torch.save(optimizer.state_dict(), path)`, or a helper's save of the object it is handed as its own
     file (`save_part(optim, "optim", step, dir)`): the file of a checkpoint that holds its optimizer."""
-    stored = save.node.args[0].value if isinstance(save.node, cst.Call) and save.node.args and save.via is None else None
-    owner = stored.func.value if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Attribute) and stored.func.attr.value == "state_dict" else None
-    if save.via is not None and getattr(save.via, "stored_state", "") and model.roles.project is not None:
-        callee = model.roles.project.callee(save.node, save.site.scope)
-        owner = model.roles.project.argument(callee, save.via.stored_state, save.node, save.site.scope) if callee is not None else None
+    if save.via is not None:
+        owner = model.state.saved_object(save)
+    else:
+        stored = save.node.args[0].value if isinstance(save.node, cst.Call) and save.node.args else None
+        owner = stored.func.value if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Attribute) and stored.func.attr.value == "state_dict" else None
     return owner is not None and model.roles.key(owner, save.site.scope) in checkpoint.holds.get(OPTIMIZER, ())
 
 

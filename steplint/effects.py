@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 # The actions of effects.
 UPDATE = "update"  # an attempted update: scaler.step(optimizer) (place: the scaler, other: the optimizer)
 SCHEDULER_STEP = "scheduler-step"
-POSITIONED_STEP = "positioned-step"  # a scheduler told its position at the step (`step_update(n)`, `step(epoch)`): it holds no state to save
+POSITIONED_STEP = "positioned-step"  # a scheduler the step tells its position (`step_update(n)`) or a replay loop fast-forwards: no state to save
 SCALER_UPDATE = "scaler-update"
 UNSCALE = "unscale"
 SCALED_BACKWARD = "scaled-backward"

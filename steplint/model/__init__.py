@@ -229,7 +229,10 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     # What runs only under a flag no run of the project gives (`if args.load_optimizer_scheduler:`) does not run.
     # A restore under a path option (`--resume PATH`, default None) is the resume a user runs after a crash,
     # with the path of that run: no launch file can show it, and it runs all the same.
-    model.events = [e for e in model.events if not roles.command_line.never_runs(e.site) or e.kind == STATE_LOAD and roles.command_line.path_option(roles.command_line.never_runs(e.site))]
+    def runs(event: Event) -> bool:
+        option = roles.command_line.never_runs(event.site)
+        return option is None or event.kind == STATE_LOAD and roles.command_line.path_option(option)
+    model.events = [e for e in model.events if runs(e)]
     if project is not None:
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
     engines = [e for e in model.events if e.strategy == "deepspeed"]

@@ -37,8 +37,8 @@ def call_events(model, context) -> List[Event]:
     for event in model.events:
         known.setdefault(id(event.node), []).append(event)
     found: List[Event] = []
-    gate_vars = _assigned_names(model)
-    results = None  # id(call) -> the targets its result is assigned to (read when a callee restores what it returns)
+    targets = _call_targets(model)
+    gate_vars = {call: target.value for call, target in targets.items() if isinstance(target, cst.Name)}
     for call, site in model.structure.calls:
         callee = context.callee(call, site.scope)
         if callee is None:
@@ -61,13 +61,9 @@ def call_events(model, context) -> List[Event]:
         for effect in callee.effects:
             if effect.action == s.LOAD and effect.place.startswith("local:"):
                 # (a builder that restores what it builds and returns it: `optimizer, start = build_optimizer(cfg, model, resume)`)
-                results = _call_results(model) if results is None else results
-                subject = _returned(callee, effect.role, results.get(id(call)))
-                role = _role(model, subject, site.scope, effect.role) if subject is not None else None
-                if role is not None and role.kind in (OPTIMIZER, SCHEDULER) or role is not None and role.kind in SCALE_HOLDERS:
-                    found.append(Event(STATE_LOAD, call, site, subject=subject, role=role, via=effect))
-                continue
-            subject = _handed(argument_at_call(model, context, callee, effect.place, call, site.scope)) if effect.place else None
+                subject = _returned(callee, effect.role, targets.get(id(call)))
+            else:
+                subject = _handed(argument_at_call(model, context, callee, effect.place, call, site.scope)) if effect.place else None
             role = _role(model, subject, site.scope, effect.role)
             if effect.action == s.UPDATE and not effect.looped:
                 add(SKIPPABLE_STEP, effect, subject=call.func, strategy=CALL, gate_var=gate_vars.get(id(call)) if commits else None)
@@ -118,36 +114,21 @@ def _role(model, subject, scope, known_in_callee):
     return role
 
 
-def _returned(callee, role, targets):
+def _returned(callee, role, target):
     """The caller's target that receives the one value of the callee's result with `role`: the whole
-    result, or the element at the one position of a returned tuple with that role."""
-    if not targets:
+    result (`optimizer = build(...)`), or the element at the one position of a returned tuple with that
+    role (`optimizer, start = build(...)`)."""
+    if target is None:
         return None
-    if len(targets) == 1 and not callee.returns_each:
-        return targets[0] if callee.returns == role else None
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return target if not callee.returns_each and callee.returns == role else None
+    elements = [e.value for e in target.elements if isinstance(e, cst.Element)]
     positions = [i for i, each in enumerate(callee.returns_each) if each == role]
-    return targets[positions[0]] if len(positions) == 1 and len(targets) == len(callee.returns_each) else None
+    return elements[positions[0]] if len(positions) == 1 and len(elements) == len(target.elements) == len(callee.returns_each) else None
 
 
-def _call_results(model) -> dict:
-    """id(call) -> the targets a call's result is assigned to (`a, b = f()`: [a, b]; `a = f()`: [a])."""
-    found = {}
-    for node, _ in model.structure.statements:
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
-            target = node.targets[0].target
-            elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else None
-            if elements is None:
-                found[id(node.value)] = [target]
-            elif all(isinstance(e, cst.Element) for e in elements):
-                found[id(node.value)] = [e.value for e in elements]
-    return found
-
-
-def _assigned_names(model) -> dict:
-    """id(call) -> the name a call's result is assigned to (`committed = step_helper(...)`)."""
-    found = {}
-    for node, _ in model.structure.statements:
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            if isinstance(node.value, cst.Call):
-                found[id(node.value)] = node.targets[0].target.value
-    return found
+def _call_targets(model) -> dict:
+    """id(call) -> what a call's result is assigned to, as written (`committed = step_helper(...)`,
+    `optimizer, start = build_optimizer(...)`)."""
+    return {id(node.value): node.targets[0].target for node, _ in model.structure.statements
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)}

@@ -152,7 +152,6 @@ class RoleTable:
         self._aliases = _property_aliases(structure)
         self.command_line = read_command_line(structure, project)
         self._module_names: Optional[set] = None  # names the module binds at its top level (read on first need)
-        self._runs_code = self.command_line.runs_code
         self._infer()
 
     def _bound_at_module_level(self, key: str) -> bool:
@@ -167,7 +166,7 @@ class RoleTable:
             names.update(self.declared)
             self._module_names = names
         head = key[len("<module>:"):].split(".", 1)[0].split("[", 1)[0]
-        return bool(self.imports.star_modules) or self._runs_code or head in self._module_names
+        return bool(self.imports.star_modules) or self.command_line.runs_code or head in self._module_names
 
     def default_as_run(self, name: str, scope: Scope) -> object:
         """A parameter's literal default, when every call of its function the project makes leaves it out

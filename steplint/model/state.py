@@ -389,6 +389,15 @@ class State:
         return [key for key, role in self.model.roles.roles.items()
                 if role.kind == OPTIMIZER and role.evidence >= CONSTRUCTOR and key.split(":", 1)[0] == scope.name]
 
+    def saved_object(self, save: Event) -> Optional[cst.BaseExpression]:
+        """What the caller hands a helper that saves it as its own file (`torch.save(obj.state_dict(), path)`
+        inside `save_part(obj, ...)`): the argument of that parameter at the call; None for other saves."""
+        context, effect = self.model.roles.project, save.via
+        if effect is None or not effect.stored_state or context is None:
+            return None
+        callee = context.callee(save.node, save.site.scope)
+        return context.argument(callee, effect.stored_state, save.node, save.site.scope) if callee is not None else None
+
     def _read_from_a_checkpoint(self, expr: cst.BaseExpression, scope: "Scope") -> bool:
         """`expr` reads an entry of what `torch.load` returned, directly or through a name of `scope` set
         from one (`init_step = optim_sd["iter"] - optim_sd["skipped_iter"]`, then `last_iter=init_step`)."""
@@ -686,7 +695,7 @@ def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
         stored = context.argument(callee, effect.stored, save.node, save.site.scope)
         return stored_contents(model, save, stored) if stored is not None else None
     if not effect.contents:  # (one object's own file: with the function's others, one checkpoint)
-        return _one_file_each(model, save) if getattr(effect, "stored_state", "") else None
+        return _one_file_each(model, save) if effect.stored_state else None
     entries = {}
     for key, (place, _) in effect.contents.items():
         value = argument_at_call(model, context, callee, place, save.node, save.site.scope) if place else None
@@ -818,11 +827,9 @@ def _one_file_each(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
                 if owner and owner != "self" and model.roles.qualified(call.func, event.site.scope) == "torch.save":
                     found.setdefault(id(event.site.scope), {})[owner] = stored
                     saves.setdefault(id(event.site.scope), []).append(event)
-            elif event.via is not None and getattr(event.via, "stored_state", "") and model.roles.project is not None:
+            elif (handed := model.state.saved_object(event)) is not None:
                 # (through a helper that saves what it is handed as its own file: `save_model(optim, "ae_optim", step, dir)`)
-                callee = model.roles.project.callee(call, event.site.scope)
-                handed = model.roles.project.argument(callee, event.via.stored_state, call, event.site.scope) if callee is not None else None
-                owner = dotted(handed) if handed is not None else None
+                owner = dotted(handed)
                 if owner and owner != "self":
                     found.setdefault(id(event.site.scope), {})[owner] = handed
                     saves.setdefault(id(event.site.scope), []).append(event)
