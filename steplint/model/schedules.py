@@ -105,8 +105,11 @@ def never_moves(model: "ModuleModel", event: Event) -> bool:
     role = event.role
     if key is None or role is None or role.evidence < CONSTRUCTOR:
         return False
-    running = [(call, site) for call, site in assignments(model).schedulers.get(key, ()) if model.roles.command_line.may_run(site)]
-    return bool(running) and all(_holds_the_rate(model, call, site) for call, site in running)
+
+    def compute() -> bool:  # (once per scheduler: every step of it asks, from several rules)
+        running = [(call, site) for call, site in assignments(model).schedulers.get(key, ()) if model.roles.command_line.may_run(site)]
+        return bool(running) and all(_holds_the_rate(model, call, site) for call, site in running)
+    return model.remember(("never moves", key), compute)
 
 
 def _holds_the_rate(model: "ModuleModel", call: cst.Call, site: Site) -> bool:
