@@ -79,13 +79,15 @@ from steplint.rule import Finding, rule
 def check(model):
     if not model.state.resumable:
         return  # nothing resumes from these checkpoints: what they leave out is lost to no run
-    saves = [(save, checkpoint) for save in model.of_kind(CHECKPOINT_SAVE)
-             if (checkpoint := model.state.checkpoint(save)) is not None and OPTIMIZER in checkpoint.holds]
+    # (a checkpoint without the optimizer is a resume's when it stores the position a resume reads back:
+    # `{"net": ..., "epoch": epoch}` beside `start_epoch = checkpoint["epoch"]`)
+    saves = [(save, checkpoint) for save in model.of_kind(CHECKPOINT_SAVE) if (checkpoint := model.state.checkpoint(save)) is not None
+             and (OPTIMIZER in checkpoint.holds or not model.state.position_entries.isdisjoint(checkpoint.entries))]
     snapshots = []
     for save, checkpoint in saves:
         # (one snapshot written as a file per optimizer, `G.pth` and `D.pth`, is one; so is one dict saved
         # twice, `last.pt` and `best.pt` alike)
-        parts = (save.site, checkpoint.holds[OPTIMIZER])
+        parts = (save.site, checkpoint.holds.get(OPTIMIZER, []))
         snapshot = next((s for s in snapshots if model.state.same_snapshot(s.parts, *parts)), None)
         if snapshot is None:
             snapshots.append(_Snapshot(save, checkpoint, [parts], [checkpoint]))
@@ -121,7 +123,11 @@ def check(model):
         names = [key.split(":", 1)[1] for _, key in missing]
         listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""
-        message = f"Checkpoint{through} stores the optimizer but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
+        if OPTIMIZER in checkpoint.holds:
+            what = "the optimizer"
+        else:
+            what = "the run's position ({}) that the resume reads back".format(", ".join(f"`{e}`" for e in sorted(model.state.position_entries & set(checkpoint.entries))))
+        message = f"Checkpoint{through} stores {what} but not {listed}: a resumed run restarts {'them' if len(names) > 1 else 'it'}"
         yield Finding(save.node, message, _add_entries(model, checkpoint, missing))
 
 

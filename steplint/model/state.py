@@ -466,6 +466,14 @@ class State:
             found.append(PositionResume(node, site, position, frozenset(k for t in assignment_targets(node) if (k := self.model.roles.key(t, site.scope))) - {position}))
         return found
 
+    @cached_property
+    def position_entries(self) -> Set[str]:
+        """The entries of a checkpoint that a position resume reads back (`start_epoch = checkpoint["epoch"]`):
+        a checkpoint that stores one is the one the run resumes from, optimizer or not."""
+        return {text for resume in self.position_resumes if isinstance(resume.node, cst.Assign)
+                for sub in walk_expressions(resume.node.value) if isinstance(sub, cst.Subscript)
+                for element in sub.slice if isinstance(element.slice, cst.Index) and isinstance(text := literal(element.slice.value), str)}
+
     @property
     def resumable(self) -> bool:
         """A run can resume from this module's checkpoints: the module resumes, or a module that calls
@@ -975,7 +983,7 @@ def _position_reads(model: "ModuleModel"):
     context = model.roles.project
     loaded: Set[str] = set()  # keys holding what a file load returned
     for node, site in model.structure.statements:
-        if type(node) is not cst.Assign or site.scope.name == "<module>":
+        if type(node) is not cst.Assign:
             continue
         value = node.value
         if isinstance(value, cst.Call) and model.roles.qualified(value.func, site.scope) in _FILE_LOADS:
