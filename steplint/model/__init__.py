@@ -221,10 +221,10 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
         imports = ImportMap(module)
         structure = walk_module(module)
     positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
-    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project))
+    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project), source.text)
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
-    model.callers_read |= roles.callers_read
+    model.callers_read = roles.callers_read  # (one set: a fact read later adds to it)
     model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
     # What runs only under a flag no run of the project gives (`if args.load_optimizer_scheduler:`) does not run.
     # A restore under a path option (`--resume PATH`, default None) is the resume a user runs after a crash,

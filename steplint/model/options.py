@@ -33,8 +33,10 @@ diagnostic.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
@@ -42,6 +44,7 @@ import libcst as cst
 
 from steplint.effects import ANY_OPTION, PRECISION_KEY
 from steplint.model.structure import Scope, Structure
+from steplint.source import parse_python
 from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, literal, positional
 
 # Keys that switch loss scaling itself on (`use_amp`, `fp16_run`, `enable_amp`, `mixed_precision`,
@@ -73,6 +76,15 @@ class CommandLine:
     precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
     _earlier: Dict[tuple, cst.BaseExpression] = field(default_factory=dict)  # (id(scope), name) -> its value before the assignment whose test is being read
+    # The launch lines one run takes hold together: a function the module calls only under `if args.do_train:` runs
+    # with the options of the lines that train (`--fp16` given only beside `--do_predict` is off there).
+    calls_of: Dict[str, list] = field(default_factory=dict)  # top-level function -> the sites of the module that call it by name
+    text: str = ""  # the module's text (whether a function is also read other than in its calls)
+    callers_read: Set[str] = field(default_factory=set)  # functions whose callers were read (ModuleModel.callers_read)
+    called_elsewhere: Set[str] = field(default_factory=set)  # functions other modules of the project call
+    _reaching: Dict[int, Optional[frozenset]] = field(default_factory=dict)  # id(scope) -> the lines that may run it (None: all)
+    _only_line: Optional[int] = None  # while a call's tests are read for one line
+    _uses: Optional[Counter] = None
 
     def assigned(self, scope, name: str) -> list:
         """The values a scope's assignments give a name, in program order (None for one that is not a
@@ -108,12 +120,12 @@ class CommandLine:
         """(its value in every run the project shows, the option that decides it), or (..., None)."""
         unknown = (..., None)
         if isinstance(expr, cst.Attribute):
-            found = self._option_default(expr)
+            found = self._option_default(expr, scope)
             return found if found[1] is not None else self._config_default(expr)
         if isinstance(expr, cst.Subscript):
             key = literal(expr.slice[0].slice.value) if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
             if isinstance(expr.value, cst.Name) and expr.value.value in self.parsed_dicts and isinstance(key, str):
-                return self._option_value(key, f"--{key}")
+                return self._option_value(key, f"--{key}", scope)
             return self._config_default(expr)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3 and scope.owner_of(expr.value) is None:
             return self._global_as_run(expr.value)
@@ -256,7 +268,7 @@ class CommandLine:
                 choices.append(value)
         return choices, f"constant:{name}"
 
-    def _option_default(self, test: cst.Attribute) -> tuple:
+    def _option_default(self, test: cst.Attribute, scope=None) -> tuple:
         """`args.fp16`: its declared default, when no run the project shows gives it another value."""
         name = test.attr.value
         if self.rewritten and name in self.configured:
@@ -266,10 +278,11 @@ class CommandLine:
             held = held.attr  # (`self.args.x`: the options a trainer keeps as `self.args = args`)
         if not (isinstance(held, cst.Name) and held.value in self.parsed_names):
             return ..., None
-        return self._option_value(name, option_of(test))
+        return self._option_value(name, option_of(test), scope)
 
-    def _option_value(self, name: str, label: str) -> tuple:
-        """(the value of the parsed option `name` in every run the project shows, `label`), or (..., None)."""
+    def _option_value(self, name: str, label: str, scope=None) -> tuple:
+        """(the value of the parsed option `name` in every run the project shows that runs `scope`, `label`),
+        or (..., None)."""
         default = self.declared.get(name, ...)
         if default is ... or name in self.written:
             return ..., None
@@ -277,14 +290,69 @@ class CommandLine:
         if not any(alias in self.given for alias in aliases):
             return default, label
         # (given by some launch line: decided when every line that names the script gives one value, or leaves the default)
+        lines = self.launch_values or [{alias: None for alias in aliases}]
+        if self.launch_values and self._only_line is not None:
+            lines = [self.launch_values[self._only_line]]
+        elif self.launch_values and scope is not None:
+            reaching = self.lines_reaching(scope)
+            if reaching is not None:
+                lines = [line for i, line in enumerate(self.launch_values) if i in reaching]
+        if not lines:
+            return ..., None  # (no launch line runs it: nothing to decide by)
         values = []
-        for line in self.launch_values or [{alias: None for alias in aliases}]:
+        for line in lines:
             written = next((line[alias] for alias in aliases if alias in line), ...)
             if written is None:
                 return ..., None
             values.append(default if written is ... else True if written == "" else scalar(written))
         same = all(type(v) is type(values[0]) and v == values[0] for v in values)
         return (values[0], label) if same else (..., None)
+
+    def lines_reaching(self, scope, depth: int = 0) -> Optional[frozenset]:
+        """The launch lines naming the module (indices into launch_values) that may run the function `scope`:
+        those that pass the tests of some call of it (`if args.do_train: train(args)`), from the lines that
+        run the caller. None: every line (the module's top level, a method, a function named other than
+        in its calls of this module, or called from another module)."""
+        if scope is None or scope.name == "<module>" or not self.launch_values or depth > 5:
+            return None
+        if scope.parent is not None:
+            return self.lines_reaching(scope.parent, depth + 1)
+        if id(scope) in self._reaching:
+            return self._reaching[id(scope)]
+        self._reaching[id(scope)] = None  # (a recursive call: every line)
+        found: Optional[set] = None
+        name = scope.name
+        calls = self.calls_of.get(name, []) if scope.class_name is None else []
+        self.callers_read.add(name)
+        if calls and name not in self.called_elsewhere and self._name_uses().get(name) == len(calls):
+            found = set()
+            for site in calls:
+                caller = self.lines_reaching(site.scope, depth + 1)
+                found |= {i for i in (range(len(self.launch_values)) if caller is None else caller) if self._line_passes(i, site)}
+        self._reaching[id(scope)] = frozenset(found) if found is not None else None
+        return self._reaching[id(scope)]
+
+    def _name_uses(self) -> Counter:
+        """How often each name is read in the module (its calls among them), from Python's tree: once, and
+        only for a module whose launch lines disagree on an option a function reads."""
+        if self._uses is None:
+            tree = parse_python(self.text)
+            self._uses = Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)) if isinstance(tree, ast.AST) else Counter()
+        return self._uses
+
+    def _line_passes(self, line: int, site) -> bool:
+        """Whether the launch line `line` may pass every test `site` runs under."""
+        self._only_line = line
+        try:
+            for guard in site.guards:
+                if guard.early_exit:
+                    continue
+                value, option = self._as_run(guard.test, site.scope, 1)
+                if option is not None and value is not ... and bool(value) == guard.negated:
+                    return False
+            return True
+        finally:
+            self._only_line = None
 
     def unproven(self, expr: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
         """`unproven:KEY` for a switch of loss scaling (`GradScaler(enabled=cfg.train.use_amp)`) that nothing
@@ -484,7 +552,7 @@ def option_of(test: cst.Attribute) -> str:
     return "--" + test.attr.value
 
 
-def read_command_line(structure: Structure, project) -> CommandLine:
+def read_command_line(structure: Structure, project, text: str = "") -> CommandLine:
     launched = project is not None and project.launch_options is not None
     found = CommandLine(given=set(project.launch_options) if launched else None, configured=set(project.configured_options) if launched else set(),
                         switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set(),
@@ -492,10 +560,14 @@ def read_command_line(structure: Structure, project) -> CommandLine:
                         precision_values=dict(project.precision_values) if launched else {},
                         launch_values=project.launch_values if launched else None)
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
+    found.text = text
+    found.called_elsewhere = set(project.called_elsewhere) if project is not None else set()
     found.declared_global = {name for scope in structure.scopes for name in scope.global_names}
-    for call, _ in structure.calls:
+    for call, site in structure.calls:
         func = call.func
         method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if isinstance(func, cst.Name):
+            found.calls_of.setdefault(func.value, []).append(site)
         if method == "add_argument":
             _declare(found, call)
             receiver = dotted(func.value) if isinstance(func, cst.Attribute) else None

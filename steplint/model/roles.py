@@ -135,7 +135,7 @@ class RoleTable:
 
     def __init__(
         self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None,
-        scheduler_classes: Optional[Dict[str, str]] = None,
+        scheduler_classes: Optional[Dict[str, str]] = None, text: str = "",
     ) -> None:
         self.imports = imports
         self.structure = structure
@@ -147,10 +147,10 @@ class RoleTable:
         self.foreign: set = set()
         self.wrapped: set = set()  # objects handed through a call we do not know: what they do is its business
         self.maybe_none: set = set()  # keys that hold None on some path (`scaler = GradScaler() if amp else None`)
-        self.callers_read: set = set()  # functions whose callers a fact read (see ModuleModel.callers_read)
         self._functions = {s.name: s for s in structure.scopes}
         self._aliases = _property_aliases(structure)
-        self.command_line = read_command_line(structure, project)
+        self.command_line = read_command_line(structure, project, text)
+        self.callers_read = self.command_line.callers_read  # functions whose callers a fact read (see ModuleModel.callers_read): one set with the command line's
         self._module_names: Optional[set] = None  # names the module binds at its top level (read on first need)
         self._infer()
 
