@@ -79,6 +79,7 @@ class Launches:
     assigned_in_code: Set[str] = field(default_factory=set)  # precision keys the project's code assigns (`cfg.amp_dtype = ...`)
     launch_true: Set[str] = field(default_factory=set)  # last keys a launch line sets true (`++train.use_fp16=true`)
     set_in_code: Set[str] = field(default_factory=set)  # last keys the project's code sets true (`cfg.amp = True`)
+    declared_true: Set[str] = field(default_factory=set)  # options the project's code declares true by default (`add_argument("--amp", default=True)`)
     copied: Dict[str, Set[str]] = field(default_factory=dict)  # key -> the keys the code copies it from (`config.AMP = args.amp`)
     config_files: Dict[str, "ConfigKeys"] = field(default_factory=dict)  # project path of a config file -> what it sets
     configs_named: Dict[str, List[Tuple[str, List[str]]]] = field(default_factory=dict)  # script file name -> (path as written, config files the line names) per line
@@ -112,7 +113,8 @@ class Launches:
         the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
         self._shared = self._unclaimed = None
         if keys:
-            self.set_in_code.update(keys_set_true(text))
+            self.set_in_code.update(keys_set_true(text, declarations=False))
+            self.declared_true.update(_declared_true(text))
             assigned = self._precision_assigned()
             if assigned is not None:
                 self.assigned_in_code.update(m.group(1) for m in assigned.finditer(text))
@@ -148,7 +150,11 @@ class Launches:
         while pending:  # (chains of copies: each round adds at least one key, or ends)
             pending = [key for key, sources in self.copied.items() if key not in copies_on and sources & (evidence | copies_on)]
             copies_on.update(pending)
-        return set_true | configs.configured | self.set_in_code | copies_on
+        # (a default is what a run takes when nothing sets the option: where the config files set the key, and each
+        # to false, the runs take it from them, as scripts that copy a config onto their parsed options do)
+        set_false = {p.rsplit(".", 1)[-1].replace("-", "_") for p in configs.config_false}
+        declared = {key for key in self.declared_true if key not in set_false or key in configs.configured}
+        return set_true | configs.configured | self.set_in_code | declared | copies_on
 
     def contested_globals(self) -> List[str]:
         """Globals the project's modules set to more than one value."""
@@ -289,18 +295,21 @@ def read_launches(root: str) -> Launches:
     return found
 
 
-def keys_set_true(text: str) -> Set[str]:
+def keys_set_true(text: str, declarations: bool = True) -> Set[str]:
     """The keys `text` sets true as `key=true`, `key = True`, `amp: bool = True`, `cfg["key"] = 1`,
-    `{"key": True}`, or declares true (`add_argument("--key", default=True)`); `-` written `_`."""
+    `{"key": True}`, or (`declarations`) declares true (`add_argument("--key", default=True)`); `-` written `_`."""
     found = set()
     for match in _TRUE_VALUE.finditer(text):
         if text[match.start() - 1:match.start()] not in ("=", "!", "<", ">"):  # (not `==`, `!=`, `<=`, `>=`)
             key = _KEY_BEFORE.search(text, max(0, match.start() - 100), match.start())
             if key is not None:
                 found.add(key.group(1).replace("-", "_"))
-    for pattern in (_TRUE_ENTRY, _TRUE_OPTION):
-        found.update(m.group(1).replace("-", "_") for m in pattern.finditer(text))
-    return found
+    found.update(m.group(1).replace("-", "_") for m in _TRUE_ENTRY.finditer(text))
+    return found | _declared_true(text) if declarations else found
+
+
+def _declared_true(text: str) -> Set[str]:
+    return {m.group(1).replace("-", "_") for m in _TRUE_OPTION.finditer(text)}
 
 
 def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
@@ -431,6 +440,8 @@ def _passes_variables_on(line: str, docs: bool = False) -> bool:
         bare = token.lstrip("\"'")
         if docs and not bare.startswith(("$@", "$*", "${@", "${*")):
             continue
+        if re.match(r"[^\s]*\.py\b", bare):
+            continue  # (the script a variable names, `python ${alg}.py`: what follows it are its options)
         if _PASSED_ON.match(bare) and not (index and tokens[index - 1].startswith("-") and "=" not in tokens[index - 1]):
             return True
     return False
