@@ -181,3 +181,26 @@ def test_a_named_variable_in_docs_is_a_placeholder_but_in_a_script_it_may_pass_o
     passed_on = Launches()
     add_launch_text(passed_on, "python train.py --lr 1 $@\n", docs=True)
     assert ANY_OPTION in passed_on.options_for("train.py")
+
+
+def test_a_variable_that_names_the_script_passes_no_options():
+    found = launches("python ${alg}.py --world-size 1 --amp False\n")
+    assert ANY_OPTION not in found.free and "amp" in found.free
+
+
+def test_a_default_declared_true_is_not_taken_where_every_config_sets_the_key_false(tmp_path):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "a.yaml").write_text("amp: False\n")
+    (tmp_path / "configs" / "b.yaml").write_text("amp: False\n")
+    found = read_launches(str(tmp_path))
+    found.note_code('parser.add_argument("--amp", default=True)\n')
+    assert "amp" in found.switched_off()
+    (tmp_path / "configs" / "b.yaml").write_text("amp: True\n")
+    found = read_launches(str(tmp_path))
+    found.note_code('parser.add_argument("--amp", default=True)\n')
+    assert "amp" not in found.switched_off()
+    # with no config setting the key, the declaration is what a run takes
+    (tmp_path / "bare").mkdir()
+    found = read_launches(str(tmp_path / "bare"))
+    found.note_code('parser.add_argument("--amp", default=True)\n')
+    assert "amp" in found.switched_on()

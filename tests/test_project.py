@@ -242,3 +242,27 @@ def test_a_scheduler_the_resume_helper_replays_is_not_named_missing():
     messages = {d.code: d.message for d in found}
     assert set(messages) == {"SL302", "SL303"}
     assert all("`scaler`" in m and "scheduler" not in m for m in messages.values()), messages
+
+
+# An algorithm's script that declares its loss-scaling switch true by default, then copies its YAML
+# config onto its options, with the trainer in a module of its own (TorchSSL's layout).
+COPIED_CONFIG_SCRIPT = '"""Each algorithm\'s script declares its options, then copies its YAML config onto them: every config of\nthe project sets `mixed_prec_semi: False`, and the launch script passes `--mixed_prec_semi False` to\nwhichever algorithm it runs (`python ${method}.py`). The declared default (`True`) is taken by no\nrun, so the trainer\'s scaled branch never runs and its scheduler steps after plain updates."""\nimport argparse\n\nimport torch\nimport yaml\n\nfrom trainers.semi import SemiTrainer\n\n\ndef copy_config_onto(args, path):\n    if path:\n        with open(path) as handle:\n            for key, value in yaml.safe_load(handle).items():\n                setattr(args, key, value)\n\n\nif __name__ == "__main__":\n    parser = argparse.ArgumentParser()\n    parser.add_argument("--semi_cfg", type=str, default="")\n    parser.add_argument("--mixed_prec_semi", type=lambda text: text == "True", default=True)\n    parser.add_argument("--semi_iters", type=int, default=1000)\n    args = parser.parse_args()\n    copy_config_onto(args, args.semi_cfg)\n    net = torch.nn.Linear(8, 4)\n    optimizer = torch.optim.SGD(net.parameters(), lr=0.03)\n    SemiTrainer(net, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1 - it / args.semi_iters)).train(args, [])\n'
+COPIED_CONFIG_TRAINER = 'import torch\n\n\nclass SemiTrainer:\n    def __init__(self, net, optimizer, scheduler):\n        self.net, self.optimizer, self.scheduler = net, optimizer, scheduler\n\n    def train(self, args, batches):\n        scaler = torch.amp.GradScaler("cuda")\n        for inputs, targets in batches:\n            loss = torch.nn.functional.cross_entropy(self.net(inputs), targets)\n            if args.mixed_prec_semi:\n                scaler.scale(loss).backward()\n                scaler.step(self.optimizer)\n                scaler.update()\n            else:\n                loss.backward()\n                self.optimizer.step()\n            self.scheduler.step()\n            self.net.zero_grad()\n'
+
+
+def copied_config_project(root, amp_values):
+    files = {"consistency.py": COPIED_CONFIG_SCRIPT, "trainers/__init__.py": "", "trainers/semi.py": COPIED_CONFIG_TRAINER,
+             "scripts/run_all.sh": "method=$1\nfor size in 250 4000; do\n\tpython ${method}.py --semi_iters ${size} --mixed_prec_semi False\ndone\n"}
+    for index, value in enumerate(amp_values):
+        files[f"configs/semi_{index}.yaml"] = f"semi_iters: 2000\nmixed_prec_semi: {value}\n"
+    write(root, files)
+    return {d.code for d in lint_project(root, "trainers/semi.py")}
+
+
+def test_a_true_default_no_run_takes_leaves_the_switch_off(tmp_path):
+    # every config sets the key false, and the launch line naming its script through a variable passes it false
+    assert copied_config_project(tmp_path, ["False", "False"]) == set()
+
+
+def test_a_config_that_turns_the_switch_on_is_a_run_with_it(tmp_path):
+    assert copied_config_project(tmp_path, ["False", "True"]) == {"SL101"}

@@ -169,7 +169,9 @@ class CommandLine:
             if other is ...:
                 other = torch_dtype(target.comparator) or ...
             test = _COMPARISONS.get(type(target.operator))
-            if other is ... or test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
+            if isinstance(other, TorchDtype) and isinstance(target.operator, (cst.Is, cst.IsNot)):
+                test = _COMPARISONS[cst.Equal if isinstance(target.operator, cst.Is) else cst.NotEqual]  # (torch's dtypes are singletons)
+            elif other is ... or test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
                 return unknown
             # (a global set once to one of some literals, by the machine it runs on: `dtype = "bfloat16" if
             # torch.cuda.is_bf16_supported() else "float32"`; the test is decided when each gives one answer)
@@ -248,21 +250,23 @@ class CommandLine:
         return [scalar(line[key]) for line in self.launch_values], f"--{key}"
 
     def _global_choices(self, expr: cst.BaseExpression, scope) -> tuple:
-        """([each literal a global may hold], its label) for a global set once to a choice of literals
-        (`x = "a" if cond else "b"`) that no function changes; ([], None) otherwise. A configurator the module
-        runs may change it only through a launch option or another module of the project (as `_global_as_run`)."""
-        name = expr.value if isinstance(expr, cst.Name) and scope is not None and scope.owner_of(expr.value) is None else None
-        values = self.bindings.get((id(self.module_scope), name), ()) if name is not None else ()
-        if len(values) != 1 or not isinstance(values[0], cst.IfExp) or name in self.declared_global:
+        """([each literal a global, or a local, may hold], its label) for a name set once to a choice of literals
+        or torch dtypes (`x = "a" if cond else "b"`, `amp_dtype = torch.bfloat16 if amp else None`) that no
+        function changes; ([], None) otherwise. A configurator the module runs may change a global only through
+        a launch option or another module of the project (as `_global_as_run`)."""
+        name = expr.value if isinstance(expr, cst.Name) and scope is not None else None
+        owner = scope.owner_of(name) if name is not None else None
+        values = self.bindings.get((id(owner if owner is not None else self.module_scope), name), ()) if name is not None else ()
+        if len(values) != 1 or not isinstance(values[0], cst.IfExp) or owner is None and name in self.declared_global:
             return [], None
-        if self.runs_code and (name in self.given or name in self.contested):
+        if owner is None and self.runs_code and (name in self.given or name in self.contested):
             return [], None
         choices, pending = [], [values[0]]
         while pending:
             node = pending.pop()
             if isinstance(node, cst.IfExp):
                 pending += [node.body, node.orelse]
-            elif (value := literal(node)) is ...:
+            elif (value := literal(node)) is ... and (value := torch_dtype(node)) is None:
                 return [], None
             else:
                 choices.append(value)

@@ -598,7 +598,8 @@ class State:
     def _step_state(self, scope: "Scope") -> Dict[str, List[str]]:
         by_owner = _step_state_by_owner(self.model)
         owners = ["<module>", scope.name] + ([f"class {scope.class_name}"] if scope.class_name is not None else [])
-        visible = sorted({entry for owner in owners for entry in by_owner.get(owner, ())})
+        visible = sorted({entry for owner in owners for entry in by_owner.get(owner, ())
+                          if owner != "<module>" or scope.owner_of(_head(entry[2])) is None})  # (a global the function's own name hides is not its state)
         state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": []}
         for _, kind, key in visible:
             state[kind].append(key)
@@ -660,6 +661,8 @@ class State:
         """The scheduler's key when `event` sits in a replay loop: `for _ in range(n):` whose body only
         advances schedules (`x.step()`, `next(x)`), so it fast-forwards them and trains nothing."""
         loop = event.site.loop
+        if event.subject is not None and _replayed_in_a_comprehension(event):
+            return self.model.roles.key(event.subject, event.site.scope)
         if event.subject is None or not isinstance(loop, cst.For) or not (isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"):
             return None
         body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
@@ -923,6 +926,19 @@ def _is_lr_entry(target: cst.BaseExpression) -> bool:
     return isinstance(index, cst.SimpleString) and index.evaluated_value == "lr"
 
 
+def _replayed_in_a_comprehension(event: Event) -> bool:
+    """The step is the element of a comprehension over `range(n)` standing alone on its line, its list thrown
+    away: `[scheduler.step() for _ in range(start * per_epoch)]` fast-forwards the schedule, as a loop would."""
+    statement = event.site.statement
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr)):
+        return False
+    made = statement.body[0].value
+    if not isinstance(made, (cst.ListComp, cst.GeneratorExp, cst.SetComp)) or made.elt is not event.node or made.for_in.inner_for_in is not None:
+        return False
+    iterated = made.for_in.iter
+    return isinstance(iterated, cst.Call) and dotted(iterated.func) == "range" and not made.for_in.ifs
+
+
 def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
     """`x.step()` or `next(x)` alone on its line."""
     if not isinstance(statement, cst.SimpleStatementLine):
@@ -974,6 +990,11 @@ def _resolved_call_of(model: "ModuleModel", argument: cst.Arg, site) -> Optional
 
 
 _FILE_LOADS = ("torch.load", "json.load")
+
+
+def _head(key: str) -> str:
+    """The name a key's object is reached by: `lr_scheduler` of `<module>:lr_scheduler.inner`."""
+    return key.split(":", 1)[1].split(".", 1)[0].split("[", 1)[0]
 
 
 def _position_reads(model: "ModuleModel"):

@@ -55,7 +55,10 @@ def place(expr: Optional[cst.BaseExpression], scope: Scope) -> str:
         return f"param:{head}"
     if head == _star_name(scope, "star_kwarg"):
         return "kwargs"
-    return f"local:{head}" if head in scope.local_names else ""
+    if head in scope.local_names:
+        return f"local:{head}"
+    # (a nested function acts through the function that holds it, on the names it reads from there)
+    return place(expr, scope.parent) if scope.parent is not None else ""
 
 
 def _parameter_names(scope: Scope) -> List[str]:
