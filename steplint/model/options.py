@@ -45,7 +45,7 @@ import libcst as cst
 from steplint.effects import ANY_OPTION, PRECISION_KEY
 from steplint.model.structure import Scope, Structure
 from steplint.source import parse_python
-from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, literal, positional
+from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, last_name, literal, positional
 
 # Keys that switch loss scaling itself on (`use_amp`, `fp16_run`, `enable_amp`, `mixed_precision`,
 # `use_grad_scaler`; not `bf16`, which scales nothing, nor `scaler`, an object)
@@ -73,6 +73,7 @@ class CommandLine:
     set_true: Set[str] = field(default_factory=set)  # switches of loss scaling a config file, launch line or code of the project sets true
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
+    attribute_bindings: Dict[tuple, list] = field(default_factory=dict)  # (class, attribute) -> (value, scope) of each `self.attr = value` of its methods
     precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
     _earlier: Dict[tuple, cst.BaseExpression] = field(default_factory=dict)  # (id(scope), name) -> its value before the assignment whose test is being read
@@ -366,7 +367,14 @@ class CommandLine:
         name handed in by a caller keeps its callers' say)."""
         if self.given is None or expr is None or self.value_as_run(expr, scope)[0] is not ...:
             return None
-        for _ in range(3):  # through locals set once (`amp = config.get("amp", False)`)
+        for _ in range(3):  # through locals and attributes set once (`amp = config.get("amp", False)`, `self.amp = params.get("use_amp", True)`)
+            if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and scope is not None and scope.class_name and expr.value.value == scope.self_name:
+                assigned = self.attribute_bindings.get((scope.class_name, expr.attr.value), ())
+                # (only to a default: a copy of another key, `self.amp_run = args.amp_gen`, is read by its own name)
+                if len(assigned) != 1 or not (isinstance(assigned[0][0], cst.Call) and last_name(assigned[0][0].func) == "get"):
+                    break
+                expr, scope = assigned[0]
+                continue
             owner = scope.owner_of(expr.value) if isinstance(expr, cst.Name) and scope is not None else None
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
             if len(values) != 1 or values[0] is None:
@@ -615,6 +623,9 @@ def read_command_line(structure: Structure, project, text: str = "") -> CommandL
         for target in assignment_targets(node):
             if isinstance(target, cst.Attribute):
                 found.written.add(target.attr.value)
+                if isinstance(target.value, cst.Name) and site.scope.class_name and target.value.value == site.scope.self_name:
+                    plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
+                    found.attribute_bindings.setdefault((site.scope.class_name, target.attr.value), []).append((node.value if plain else None, site.scope))
             elif isinstance(target, cst.Name):
                 plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
                 found.bindings.setdefault((id(site.scope), target.value), []).append(node.value if plain else None)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD, Event
+from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SCALED_BACKWARD, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
@@ -225,11 +225,15 @@ def reads_name(node: cst.CSTNode, name: str) -> bool:
 
 def accumulates(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
     """Gradients build up across the micro-batches of the loop: a backward before the boundary in
-    the same pass, and no gradient clearing every micro-batch."""
+    the same pass (also a scaled one in a helper of the project that makes no update: `train_step(model,
+    batch, scaler)`), and no gradient clearing every micro-batch."""
     site = boundary.site
     backward = any(
         last_name(call.func) == "backward" and s.scope is site.scope and s.loop is site.loop and s.order < site.order
         for call, s in model.structure.calls
+    ) or any(
+        e.via is not None and e.site.scope is site.scope and e.site.loop is site.loop and e.order < site.order and not _updates_too(model, e)
+        for e in model.of_kind(SCALED_BACKWARD)
     )
     cleared_every_batch = any(
         z.site.scope is site.scope and z.site.loop is site.loop
@@ -237,6 +241,11 @@ def accumulates(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
         for z in model.of_kind(ZERO_GRAD)
     )
     return backward and not cleared_every_batch
+
+
+def _updates_too(model: "ModuleModel", backward: Event) -> bool:
+    """The call that scales the backward also makes an update (a whole step in one helper)."""
+    return any(e.node is backward.node for e in model.of_kind(SKIPPABLE_STEP))
 
 
 def reads_in_window(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
