@@ -56,6 +56,7 @@ from steplint.rule import Finding, rule
 
 @rule("SL301", "checkpoint-keyed-to-batch", "Checkpoint name or stored step counts batches, not updates", fix=UNSAFE)
 def check(model):
+    reported = []  # (save site, key of the index) of each finding: one naming scheme is one problem
     for save in model.of_kind(CHECKPOINT_SAVE):
         updates = [u for u in model.passes.in_iteration(save, SKIPPABLE_STEP, OPTIMIZER_STEP) if model.windows.boundary(u.site) is not None or u.kind == SKIPPABLE_STEP]
         if not updates:
@@ -71,6 +72,10 @@ def check(model):
             continue
         if all(model.units.unit_of_key(model.roles.key(n, save.site.scope)).by_design for n in mentions):
             continue  # a data position by design: the checkpoint records where the data stands, in batches
+        index = model.roles.key(mentions[0], save.site.scope)
+        if any(key == index and model.passes.same_iteration(site, save.site) and model.passes.runs_only_with(save.site, site) for site, key in reported):
+            continue  # (another file of the same snapshot, named alike: the EMA weights beside the model's)
+        reported.append((save.site, index))
         name = model.text.of(mentions[0])
         reason = "updates come once per window" if windowed else "updates may be skipped"
         message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"

@@ -49,7 +49,7 @@ class Counters:
     def _batch_indices(self, loop, counters: bool) -> Set[str]:
         keys: Set[str] = set()
         for node, site in self._for_loops.get(id(loop), ()):
-            if isinstance(node.iter, cst.Call) and getattr(node.iter.func, "value", None) == "enumerate":
+            if enumerated(self.model, node, site) is not None:
                 if isinstance(node.target, cst.Tuple) and node.target.elements and isinstance(node.target.elements[0].value, cst.Name):
                     keys.add(self.model.roles.key(node.target.elements[0].value, site.scope))  # type: ignore[arg-type]
         for increment in self._increments_by_loop.get(id(loop), ()) if counters else ():
@@ -72,13 +72,17 @@ class Counters:
         return found
 
     def windowed(self, update: Event) -> Set[str]:
-        """Counters advanced under the update's window boundary: they count windows (update attempts)."""
-        if self.model.windows.boundary(update.site) is None:
+        """Counters advanced under the update's window boundary, under no test of their own but a commit gate:
+        they count windows (update attempts). (`spikes_skipped += 1` under `if loss > limit:` counts something else.)"""
+        boundary = self.model.windows.boundary(update.site)
+        if boundary is None:
             return set()
+        shared = {(id(g.test), g.negated) for g in update.site.guards}
         return {
             self.model.roles.key(i.subject, i.site.scope)  # type: ignore[misc]
             for i in self.model.pass_events(update.site, COUNTER_INCREMENT)
             if self.model.windows.same_window(update.site, i.site)
+            and all((id(g.test), g.negated) in shared or WINDOW_BOUNDARY in self.model.guards.kinds(g) or g in self.model.guards.gates(i.site) for g in i.site.guards)
         }
 
     def derived_keys(self, increment: Event) -> Set[str]:
@@ -435,3 +439,15 @@ def _reads_length_of(expr: cst.BaseExpression, data: Set[str]) -> bool:
         isinstance(sub, cst.Call) and dotted(sub.func) == "len" and len(sub.args) == 1 and dotted(sub.args[0].value) in data
         for sub in walk_expressions(expr)
     )
+
+
+def enumerated(model: "ModuleModel", loop: cst.For, site: Site) -> Optional[cst.Call]:
+    """The `enumerate(...)` call a loop iterates: also inside a progress bar (`tqdm(enumerate(loader))`),
+    and through a name set once to one (`pbar = tqdm(enumerate(loader)); for i, batch in pbar:`)."""
+    iterated = loop.iter
+    if isinstance(iterated, cst.Name):
+        once = model.roles.command_line.set_once(site.scope.owner_of(iterated.value) or model.roles.command_line.module_scope, iterated.value)
+        iterated = once[0] if once is not None else iterated
+    while isinstance(iterated, cst.Call) and last_name(iterated.func) == "tqdm" and iterated.args and iterated.args[0].keyword is None:
+        iterated = iterated.args[0].value
+    return iterated if isinstance(iterated, cst.Call) and dotted(iterated.func) == "enumerate" else None

@@ -26,7 +26,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from steplint.model.counters import DATA_SIZE
+from steplint.model.counters import DATA_SIZE, enumerated
 from steplint.model.precision import command_line_default
 from steplint.model.roles import SCHEDULER
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
@@ -455,11 +455,12 @@ def _enumerate_indices(model) -> Dict[str, cst.Call]:
     """Keys of `i` in `for i, batch in enumerate(loader)` -> the `enumerate(...)` call."""
     found = {}
     for node, site in model.structure.for_loops:
-        if isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "enumerate" and isinstance(node.target, cst.Tuple) and node.target.elements:
+        call = enumerated(model, node, site)
+        if call is not None and isinstance(node.target, cst.Tuple) and node.target.elements:
             first = node.target.elements[0].value
             key = model.roles.key(first, site.scope) if isinstance(first, cst.Name) else None
             if key:
-                found[key] = node.iter
+                found[key] = call
     return found
 
 
