@@ -157,8 +157,10 @@ def _effect(model: ModuleModel, event) -> Optional[s.Effect]:
     if event.kind in _ACTIONS:
         if event.kind == SCHEDULER_STEP and (role != SCHEDULER or not isinstance(event.node, cst.Call)):
             return None
-        # (told its position by the method itself, `step_update(n)`; `step(x)` may be handed a metric), or replayed to it
-        if event.kind == SCHEDULER_STEP and (last_name(event.node.func) == "step_update" or model.state.replayed_scheduler(event)):
+        # (told its position by the method itself, `step_update(n)`, or once, outside any loop, by a scheduler that takes no
+        # metric: `margin_scheduler.step(current_step=n)`; `step(x)` in a loop may be handed a metric), or replayed to it
+        told_once = event.explicit_position and event.site.loop is None and not event.role.metric
+        if event.kind == SCHEDULER_STEP and (last_name(event.node.func) == "step_update" or told_once or model.state.replayed_scheduler(event)):
             return s.Effect(s.POSITIONED_STEP, place(event.subject, scope), role, **flags)
         return s.Effect(_ACTIONS[event.kind], place(event.subject, scope), role, place(event.optimizer, scope), **flags)
     if event.kind == COLLECTIVE and isinstance(event.node, cst.Call) and event.node.args:
