@@ -40,7 +40,7 @@ def _reference(batches):
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize("function", ["train", "train_counted"])
+@pytest.mark.parametrize("function", ["train", "train_counted", "train_through_helpers"])
 def test_off_by_one_fix_makes_full_windows(tmp_path, function):
     torch.manual_seed(1)
     batches = [torch.randn(8, 4) for _ in range(3 * ACCUM)]
