@@ -19,8 +19,8 @@ from steplint.cli_help import SectionedCommand
 from steplint import cache
 from steplint.diagnostic import Diagnostic
 from steplint.engine import (
-    INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, collect_garbage_rarely, fix_source, import_analysis, internal_error, lint_source,
-    needs_analysis, unanalysed_reason,
+    INTERNAL_ERROR, MAX_ANALYSED_CHARS, SYNTAX_ERROR, UNUSED_NOQA, acts_through_the_project, collect_garbage_rarely, fix_source, import_analysis,
+    internal_error, lint_source, needs_analysis, unanalysed_reason,
 )
 from steplint.files import FileError, NotRegularFile, decode_source, discover, is_notebook, read_text, write_text
 from steplint.pool import Pool
@@ -160,7 +160,7 @@ def _cache_key(path: str, text: str, settings: Settings, project, analysed: Opti
     with a lookup, which over a tree costs a fraction of the syntax checks and needs no pool.)
     `analysed`: whether the file passes the prefilter, when the caller knows already."""
     analysed = needs_analysis(text) if analysed is None else analysed
-    return cache.cache_key(path, text, settings, _dependencies(project) if analysed else ())
+    return cache.cache_key(path, text, settings, _dependencies(project) if analysed or acts_through_the_project(project) else ())
 
 
 def _dependencies(project) -> tuple:

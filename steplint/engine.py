@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from steplint import effects
 from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
@@ -44,6 +45,8 @@ _SAVE_CALL = re.compile(r"\bsave\s*\(")
 _RANK_WORDS = ("rank", "main_process", "is_master", "is_main", "is_global_zero")
 _OWN_NOQA = re.compile(r"noqa\s*:[^\n]*\bsl\d{3}|steplint\s*:\s*noqa", re.I)  # lists a steplint code, or exempts the file
 MAX_FIX_ROUNDS = 25
+# (what a module without words of its own can be reported for: an update that may be skipped, a resume, a scaler built afresh)
+_PROJECT_ACTIONS = frozenset((effects.UPDATE, effects.FRESH_SCALER))
 INTERNAL_ERROR = "SL000"
 SYNTAX_ERROR = "SL001"
 UNUSED_NOQA = "SL002"
@@ -78,6 +81,13 @@ def needs_analysis(text: str) -> bool:
         return False
     code = code_text(text)
     return _candidate(code, code.lower())
+
+
+def acts_through_the_project(project) -> bool:
+    """The module calls functions of the project that make an update that may be skipped, restore an optimizer
+    (`load_checkpoint(...)`) or build a loss scaler (`Trainer(...)`): findings can rest on them, whatever its own words."""
+    return project is not None and any(e.action in _PROJECT_ACTIONS or e.action == effects.LOAD and e.role == "optimizer"
+                                       for callee in project.calls.values() for e in callee.effects)
 
 
 def _candidate(text: str, lowered: str) -> bool:
@@ -118,7 +128,7 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
                                  " to check it")
             return None, []
         return None, [_python_syntax_error(Source(path, text), python_tree)] if SYNTAX_ERROR in rules else []
-    if not needs_analysis(text):
+    if not needs_analysis(text) and not acts_through_the_project(project):
         return None, []
     # (a parse the project index kept: it checked the bound before parsing)
     skipped = analysis_bound(text, python_tree) if not _is_kept(path, text) else None

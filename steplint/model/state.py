@@ -363,6 +363,12 @@ class State:
             if kind != "scaler" or role is None or role.evidence < CONSTRUCTOR and key not in scaling or role.enabled is False or role.off_as_run or self.loaded(key):
                 continue
             owner, _, name = key.partition(":")
+            if owner.startswith("class ") and name.startswith("self.") and "." not in name[len("self."):]:
+                # (an instance's own scaler, built in `__init__`: constructing the class builds it afresh)
+                init = _built_in_init(self.model, owner[len("class "):], name[len("self."):])
+                if init is not None and _attribute_kept_to_itself(self.model, owner[len("class "):], name[len("self."):]):
+                    found.append((init, key))
+                continue
             scope = next((s for s in self.model.structure.scopes if s.name == owner and s.parent is None), None)
             if scope is None or "." in name or name not in scope.local_names or name in {p.name.value for p in scope.params}:
                 continue
@@ -970,6 +976,34 @@ def _kept_to_itself(model: "ModuleModel", scope: "Scope", name: str) -> bool:
             parts = [node.value] if targets and getattr(node, "value", None) is not None and all(isinstance(t, cst.Name) for t in targets) else [node]
             if not all(uses(part, None, site) for part in parts):
                 return False
+    return True
+
+
+def _built_in_init(model: "ModuleModel", class_name: str, attribute: str) -> Optional["Scope"]:
+    """The `__init__` of the class when it is the one method that assigns `self.<attribute>`."""
+    assigning = {id(site.scope): site.scope for node, site in model.structure.statements
+                 if site.scope.class_name == class_name and any(isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name)
+                                                                and t.value.value == site.scope.self_name and t.attr.value == attribute
+                                                                for t in assignment_targets(node))}
+    scopes = list(assigning.values())
+    return scopes[0] if len(scopes) == 1 and scopes[0].name == f"{class_name}.__init__" else None
+
+
+def _attribute_kept_to_itself(model: "ModuleModel", class_name: str, attribute: str) -> bool:
+    """Every read of `self.<attribute>` in the class's methods calls one of its methods or tests it: nothing
+    unseen (a subclass aside) can restore it or store it."""
+    def uses(node: cst.CSTNode, parent: Optional[cst.CSTNode], self_name: str) -> bool:
+        if isinstance(node, cst.Attribute) and node.attr.value == attribute and isinstance(node.value, cst.Name) and node.value.value == self_name:
+            return parent is None or isinstance(parent, (cst.Comparison, cst.UnaryOperation)) or isinstance(parent, cst.Attribute) and parent.value is node
+        return all(uses(child, node, self_name) for child in children(node))
+
+    for node, site in model.structure.statements:
+        if site.scope.class_name != class_name or not site.scope.self_name:
+            continue
+        targets = assignment_targets(node) if isinstance(node, (cst.Assign, cst.AnnAssign)) else []
+        parts = [node.value] if targets and getattr(node, "value", None) is not None else [node]
+        if not all(uses(part, None, site.scope.self_name) for part in parts):
+            return False
     return True
 
 

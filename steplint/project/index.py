@@ -65,6 +65,9 @@ class ProjectIndex:
         if found is None:
             return None
         function = self.modules[found[0]].functions.get(found[1])
+        if function is None and _defines_class(self.modules[found[0]], found[1]):
+            init = self._method(found[0], found[1], "__init__")  # (building an instance runs its `__init__`)
+            return (init[0], init[1], None) if init is not None else None
         return (found[0], function, None) if function is not None and function.class_name is None else None
 
     def _bases(self, path: str, class_name: str) -> List[Tuple[str, str]]:
