@@ -106,6 +106,15 @@ class Role:
     present_if: Optional[str] = None  # built only when a flag holds (`GradScaler() if amp else None`): "<scope>:<flag>"
 
 
+def _lr_step_shape(call: cst.Call, site) -> bool:
+    """A step call shaped as a learning-rate scheduler's: a statement of its own, whose result nothing reads
+    (`scheduler.step()`, `step(epoch)`, `step(val_loss)`), not a sampler's denoising step, whose result is the
+    next sample (`latents = scheduler.step(noise_pred, t, latents).prev_sample`)."""
+    statement = site.statement
+    return (isinstance(statement, cst.SimpleStatementLine) and any(isinstance(small, cst.Expr) and small.value is call for small in statement.body)
+            and len(positional(call)) <= 2)
+
+
 def scheduler_named(name: str) -> bool:
     last = name.split(".")[-1]
     return bool(_SCHEDULER_NAME.search(last)) and not _OTHER_SCHEDULE.search(last)
@@ -266,7 +275,7 @@ class RoleTable:
             for node, site in self.structure.statements:
                 changed |= self._assignment(node, site.scope, self.command_line.never_runs(site))
             for call, site in self.structure.calls:
-                changed |= self._use(call, site.scope, self.command_line.never_runs(site))
+                changed |= self._use(call, site, self.command_line.never_runs(site))
                 changed |= self._call_flow(call, site.scope)
                 for argument, kind in self.project.argument_roles(call, site.scope) if self.project else ():
                     changed |= self._set(self.key(argument, site.scope), Role(kind, USE))
@@ -614,7 +623,8 @@ class RoleTable:
             if isinstance(call.func, cst.Attribute) and call.func.attr.value in methods
         }
 
-    def _use(self, call: cst.Call, scope: Scope, off_as_run: Optional[str] = None) -> bool:
+    def _use(self, call: cst.Call, site, off_as_run: Optional[str] = None) -> bool:
+        scope = site.scope
         func = call.func
         changed = False
         args = positional(call)
@@ -633,7 +643,7 @@ class RoleTable:
                     changed |= self._set(self.key(obj, scope), Role(SCALER, USE))
                 if self.is_(obj, scope, SCALER):
                     changed |= self._set(self.key(args[0], scope), Role(OPTIMIZER, USE))
-            elif method in ("step", "step_update") and scheduler_named(name) and not self.is_(obj, scope, OPTIMIZER):
+            elif method in ("step", "step_update") and scheduler_named(name) and not self.is_(obj, scope, OPTIMIZER) and _lr_step_shape(call, site):
                 changed |= self._set(self.key(obj, scope), Role(SCHEDULER, NAME))
             elif method == "zero_grad" and optimizer_named(name):
                 changed |= self._set(self.key(obj, scope), Role(OPTIMIZER, NAME))

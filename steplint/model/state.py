@@ -358,9 +358,12 @@ class State:
         found = []
         # (shown a loss scaler by its class, or by the protocol only one follows: `scaler.scale(loss).backward()`)
         scaling = {self.model.roles.key(e.subject, e.site.scope) for e in self.model.of_kind(SCALED_BACKWARD) if e.via is None}
-        for kind, key in ((k, key) for entries in _step_state_by_owner(self.model).values() for _, k, key in entries):
+        # (from the roles, not the step state: a function that hands its scaler to others of its module steps it through
+        # them, which its summary, made before the project is known, cannot show)
+        stepped = {key for entries in _step_state_by_owner(self.model).values() for _, kind, key in entries if kind == "scaler"}
+        for key in sorted(stepped | {k for k, r in self.model.roles.roles.items() if r.kind in SCALE_HOLDERS and r.evidence >= CONSTRUCTOR}):
             role = self.model.roles.roles.get(key)
-            if kind != "scaler" or role is None or role.evidence < CONSTRUCTOR and key not in scaling or role.enabled is False or role.off_as_run or self.loaded(key):
+            if role is None or role.kind not in SCALE_HOLDERS or role.evidence < CONSTRUCTOR and key not in scaling or role.enabled is False or role.off_as_run or self.loaded(key):
                 continue
             owner, _, name = key.partition(":")
             if owner.startswith("class ") and name.startswith("self.") and "." not in name[len("self."):]:
@@ -961,13 +964,12 @@ def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
 def _kept_to_itself(model: "ModuleModel", scope: "Scope", name: str) -> bool:
     """Every read of a function's local `name` (nested functions included) calls one of its methods, or
     hands it to a function the project resolves: nothing unseen can restore it or store it."""
-    project = model.roles.project
 
     def uses(node: cst.CSTNode, parent: Optional[cst.CSTNode], site) -> bool:
         if isinstance(node, cst.Name) and node.value == name:
             if parent is None or isinstance(parent, (cst.Comparison, cst.UnaryOperation)) or isinstance(parent, cst.Attribute) and parent.value is node:
                 return True  # (a test of it, `if scaler is not None`, or one of its methods)
-            return isinstance(parent, cst.Arg) and project is not None and site is not None and _resolved_call_of(model, parent, site) is not None
+            return isinstance(parent, cst.Arg) and site is not None and _resolved_call_of(model, parent, site) is not None
         return all(uses(child, node, site) for child in children(node))
 
     for node, site in model.structure.statements:
@@ -1016,10 +1018,18 @@ def _inside(scope: "Scope", outer: "Scope") -> bool:
 
 
 def _resolved_call_of(model: "ModuleModel", argument: cst.Arg, site) -> Optional[object]:
-    """The project function a call with this argument runs, when the project resolves it."""
+    """The project function a call with this argument runs, when the project resolves it, or the function
+    of this module it runs (before the project is known: a summary's own module), when that function
+    restores nothing."""
     for call, call_site in model.structure.calls:
         if call_site.scope is site.scope and any(a is argument for a in call.args):
-            return model.roles.project.callee(call, call_site.scope)
+            project = model.roles.project
+            found = project.callee(call, call_site.scope) if project is not None else None
+            if found is None and isinstance(call.func, cst.Name):
+                local = next((s for s in model.structure.scopes if s.name == call.func.value and s.parent is None and s.class_name is None), None)
+                restores = local is not None and any(last_name(c.func) == "load_state_dict" for c, c_site in model.structure.calls if c_site.scope is local or _inside(c_site.scope, local))
+                return local if local is not None and not restores else None
+            return found
     return None
 
 
