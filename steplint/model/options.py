@@ -73,6 +73,7 @@ class CommandLine:
     set_true: Set[str] = field(default_factory=set)  # switches of loss scaling a config file, launch line or code of the project sets true
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
+    text_options: Set[str] = field(default_factory=set)  # options declared with no type or action: a launch's value is a text
     attribute_bindings: Dict[tuple, list] = field(default_factory=dict)  # (class, attribute) -> (value, scope) of each `self.attr = value` of its methods
     precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
@@ -309,7 +310,7 @@ class CommandLine:
             written = next((line[alias] for alias in aliases if alias in line), ...)
             if written is None:
                 return ..., None
-            values.append(default if written is ... else True if written == "" else scalar(written))
+            values.append(default if written is ... else True if written == "" else written if name in self.text_options else scalar(written))
         same = all(type(v) is type(values[0]) and v == values[0] for v in values)
         return (values[0], label) if same else (..., None)
 
@@ -396,7 +397,7 @@ class CommandLine:
         return {
             "declared": {dest: [] if default is ... else [default] for dest, default in sorted(self.declared.items())},
             "aliases": {dest: sorted(names) for dest, names in sorted(self.aliases.items())},
-            "rewritten": self.rewritten, "written": sorted(self.written),
+            "rewritten": self.rewritten, "written": sorted(self.written), "text": sorted(self.text_options),
         }
 
     def adopt(self, declarations: dict) -> None:
@@ -406,6 +407,7 @@ class CommandLine:
             self.aliases[dest] = self.aliases.get(dest, set()) | set(declarations["aliases"].get(dest, [dest]))
         self.rewritten |= declarations["rewritten"]
         self.written |= set(declarations["written"])
+        self.text_options |= set(declarations.get("text", ()))
 
     def _global_as_run(self, name: str) -> tuple:
         """A global the module sets once, to a literal, and no function changes (`dtype = "bfloat16"`):
@@ -673,6 +675,8 @@ def _declare(found: CommandLine, call: cst.Call) -> None:
     # (a launch may give it under any of its long names: `--mixed_precision`, `--mp`)
     found.aliases[dest] = {dest} | {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
     found.declared[dest] = ... if dest in found.declared else default
+    if keyword(call, "action") is None and keyword(call, "type") is None and keyword(call, "nargs") is None and keyword(call, "choices") is None:
+        found.text_options.add(dest)  # (argparse hands it over as written: `--noamp False` gives the text "False", which is true)
 
 
 def _namespace_dict(expr: cst.BaseExpression) -> bool:
