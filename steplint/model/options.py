@@ -310,7 +310,7 @@ class CommandLine:
             written = next((line[alias] for alias in aliases if alias in line), ...)
             if written is None:
                 return ..., None
-            values.append(default if written is ... else True if written == "" else written if name in self.text_options else scalar(written))
+            values.append(default if written is ... else True if written == "" else _unquoted(written) if name in self.text_options else scalar(written))
         same = all(type(v) is type(values[0]) and v == values[0] for v in values)
         return (values[0], label) if same else (..., None)
 
@@ -526,6 +526,11 @@ def torch_dtype(expr: cst.BaseExpression) -> Optional[TorchDtype]:
     return TorchDtype(name) if name else None
 
 
+def _unquoted(written: str) -> str:
+    """A shell word as the program gets it: `"False"` is `False`."""
+    return written[1:-1] if len(written) > 1 and written[0] == written[-1] and written[0] in "'\"" else written
+
+
 def scalar(written: str) -> object:
     """A config file's value as written (JSON's text, or a YAML/TOML/INI token): `fp32`, `"16"`, `true`, `16`."""
     try:
@@ -539,7 +544,7 @@ def scalar(written: str) -> object:
         return False
     if word in ("null", "none", "~", ""):
         return None
-    return written[1:-1] if len(written) > 1 and written[0] == written[-1] and written[0] in "'\"" else written
+    return _unquoted(written)
 
 
 def _key_path(expr: cst.BaseExpression) -> list:

@@ -205,14 +205,25 @@ class State:
                 continue
             if role.mixed_precision == "fp16":
                 how = "the fp16 Accelerator"
-            elif role.mixed_precision == PRECISION_FROM_EXPRESSION and command_line_default(self.model, self._precision_given(role.accelerator, step.site.scope)) == "fp16":
-                how = "the Accelerator, fp16 by the command line's default"
+            elif role.mixed_precision == PRECISION_FROM_EXPRESSION and (told := self._fp16_from_the_command_line(self._precision_given(role.accelerator, step.site.scope), step.site.scope)):
+                how = f"the Accelerator, fp16 {told}"
             else:
                 continue
             key = self.model.roles.key(cst.parse_expression(f"{role.accelerator}.scaler"), step.site.scope)
             if key:
                 found[key] = f"the GradScaler of {how}"
         return found
+
+    def _fp16_from_the_command_line(self, given: Optional[cst.BaseExpression], scope: "Scope") -> Optional[str]:
+        """How the precision option an Accelerator is handed is fp16 in the runs the project shows (`--mixed-precision`
+        defaulting to "fp16", or given it by every launch line; a README's `--mixed-precision="bf16"` is not): None if not."""
+        if given is None:
+            return None
+        as_run, option = self.model.roles.command_line.value_as_run(given, scope)
+        if as_run is not ...:
+            return ("by the command line's default" if self.model.roles.command_line.declared.get(option.lstrip("-").replace("-", "_")) == "fp16"
+                    else "as every launch gives it") if as_run == "fp16" else None
+        return "by the command line's default" if command_line_default(self.model, given) == "fp16" else None
 
     def _apex_amp_key(self, scope: "Scope") -> Optional[str]:
         """The key of the name bound to `apex.amp`, unless an `amp.initialize` sets a static loss scale

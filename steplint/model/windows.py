@@ -24,6 +24,7 @@ from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
 from steplint.model.syntax import conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
     from steplint.model import ModuleModel
@@ -273,7 +274,8 @@ def accelerate_windows(model: "ModuleModel") -> AccelerateWindows:
     inside `with accelerator.accumulate(model):` act once per window, so they get a window guard of
     their own (the `accumulate` call), in the same window as `if accelerator.sync_gradients:`.
 
-    Both are windows only for an accelerator built here with `gradient_accumulation_steps=` (not 1):
+    Both are windows only for an accelerator built here with `gradient_accumulation_steps=` (not 1, nor an
+    option that is 1 in every run the project shows):
     otherwise `accumulate` accumulates nothing and `sync_gradients` is always true, unless `accelerate
     config` says more, which we cannot see (silent rather than wrong)."""
     guards: Dict[int, Guard] = {}
@@ -282,7 +284,7 @@ def accelerate_windows(model: "ModuleModel") -> AccelerateWindows:
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
             built = model.roles.constructed(node.value, site.scope)
             steps = keyword(node.value, "gradient_accumulation_steps")
-            if built is not None and built.kind == ACCELERATOR and steps is not None and literal(steps) != 1:
+            if built is not None and built.kind == ACCELERATOR and steps is not None and literal(steps) != 1 and not one_as_written(model, steps, site.scope):
                 accumulating.add(model.roles.key(node.targets[0].target, site.scope))
     for event in model.of_kind(OPTIMIZER_STEP, SKIPPABLE_STEP, ZERO_GRAD):
         if event.role is None or not event.role.prepared or event.optimizer is not event.subject:
