@@ -429,8 +429,22 @@ class State:
             return False
         if entry_of_a_load(expr):
             return True
-        names = {sub.value for sub in walk_expressions(expr) if isinstance(sub, cst.Name)}
-        return any(entry_of_a_load(value) for name in names for value in self.model.roles.command_line.assigned(scope, name) if value is not None)
+        names = {sub for sub in walk_expressions(expr) if isinstance(sub, cst.Name)}
+        if any(self.model.roles.key(name, scope) in self._unpacked_from_restores for name in names):
+            return True  # (`best, last_epoch = load_state(path, model, optimizer=optimizer)`, then `start_epoch=last_epoch`)
+        return any(entry_of_a_load(value) for name in names for value in self.model.roles.command_line.assigned(scope, name.value) if value is not None)
+
+    @cached_property
+    def _unpacked_from_restores(self) -> Set[str]:
+        """Keys of the names a statement unpacks from a call of the project that restores state into what it is
+        handed: what it returns besides comes from the checkpoint (an epoch, a step)."""
+        context, found = self.model.roles.project, set()
+        for node, site in self.model.structure.statements if context is not None else ():
+            value = node.value if type(node) is cst.Assign else None
+            callee = context.callee(value, site.scope) if isinstance(value, cst.Call) else None
+            if callee is not None and any(e.action == LOAD for e in callee.effects) and any(isinstance(t.target, cst.Tuple) for t in node.targets):
+                found.update(k for t in assignment_targets(node) if isinstance(t, cst.Name) and (k := self.model.roles.key(t, site.scope)))
+        return found
 
     @cached_property
     def _loaded_results(self) -> Set[str]:
