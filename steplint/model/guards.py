@@ -278,21 +278,25 @@ class Guards:
 
     def _global_locals(self, scope: Scope) -> Dict[str, List[int]]:
         """Locals of a scope every assignment of which gives a value alike on all ranks -> orders of
-        those assignments: a call of `_GLOBAL_VALUE_CALLS`, or a literal (a default, `grad_norm = 0.0`,
-        before one), as long as one assignment is such a call."""
+        those assignments: a call of `_GLOBAL_VALUE_CALLS`, a literal (a default, `grad_norm = 0.0`,
+        before one) or a conversion of the value itself (`grad_norm = torch.tensor(grad_norm)`), as long as one
+        assignment is such a call."""
         found = self._rank_global.get(id(scope))
         if found is None:
             written: Dict[str, List[tuple]] = {}
+            local_names = set(scope.local_names) | {p.name.value for p in scope.params}
             for node, site in self.model.statements_of(scope):
                 for target in assignment_targets(node):
                     if isinstance(target, cst.Name):
                         value = node.value if isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target else None
                         alike = isinstance(value, cst.Call) and last_name(value.func) in _GLOBAL_VALUE_CALLS
-                        constant = value is not None and (literal(value) is not ... or isinstance(value, cst.Float))
-                        written.setdefault(target.value, []).append((alike, constant, site.order))
+                        # (a constant, or the same value converted: `grad_norm = torch.tensor(grad_norm)`)
+                        kept = value is not None and (literal(value) is not ... or isinstance(value, cst.Float)
+                                                      or _names_read(value) & local_names == {target.value})
+                        written.setdefault(target.value, []).append((alike, kept, site.order))
             found = self._rank_global[id(scope)] = {
                 name: [order for _, _, order in writes] for name, writes in written.items()
-                if all(alike or constant for alike, constant, _ in writes) and any(alike for alike, _, _ in writes)
+                if all(alike or kept for alike, kept, _ in writes) and any(alike for alike, _, _ in writes)
             }
         return found
 

@@ -161,6 +161,11 @@ class CommandLine:
             kinds = {"int": int, "float": float, "str": str, "bool": bool}
             kind = kinds.get(expr.args[1].value.value) if len(expr.args) == 2 and isinstance(expr.args[1].value, cst.Name) else None
             return (isinstance(value, kind), option) if kind is not None else unknown
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" and expr.args:
+            # (`cfg.run_cfg.get("loss_scale", True)`: a key every config file sets false is false, whatever the default)
+            key = literal(expr.args[0].value)
+            base = _key_path(expr.func.value) if isinstance(key, str) else []
+            return (self._switched_off_key(base + [key]) or unknown) if base else unknown
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _STRING_TESTS and not expr.args:
             value, option = self._as_run(expr.func.value, scope, depth)  # (`steps.isdigit()` of an option given as text)
             return (getattr(value, expr.func.attr.value)(), option) if isinstance(value, str) else unknown
@@ -423,15 +428,22 @@ class CommandLine:
     def _config_default(self, expr: cst.BaseExpression) -> tuple:
         """`hps.train.fp16_run`, `config["amp"]`: false when the config files of the project set that key
         (the path below the config object), each time, to false, and nothing sets it true."""
-        keys = _key_path(expr)
-        if len(keys) < 2 or keys[-1] in self.written:
-            return ..., None
-        below = ".".join(keys[1:])
-        found = next((p for p in sorted(self.switched_off) if p == below or p.endswith("." + below)), None)
+        found = self._switched_off_key(_key_path(expr))
         if found is not None:
-            return False, f"config:{found}"
+            return found
         values, label = self._config_choices(expr)
         return (values[0], label) if len(set(map(repr, values))) == 1 else (..., None)
+
+    def _switched_off_key(self, keys: list) -> Optional[tuple]:
+        """(False, its label) for a key the config files set false, each time, and nothing sets true (by its name:
+        `self.config.run_cfg.get("loss_scale")` reads the `run:` section's `loss_scale`), the path read, or the
+        one of the same name."""
+        if len(keys) < 2 or keys[-1] in self.written:
+            return None
+        below = ".".join(keys[1:])
+        named = [p for p in sorted(self.switched_off) if p.rsplit(".", 1)[-1] == keys[-1]]
+        found = next((p for p in named if p == below or p.endswith("." + below)), named[0] if named else None)
+        return (False, f"config:{found}") if found is not None else None
 
     def path_option(self, option: Optional[str]) -> bool:
         """`--resume`: an option the module's parser declares with default None and no action (it takes a
