@@ -31,12 +31,17 @@ classes and the `transformers` / `diffusers` schedule factories. A scheduler cla
 own (a Noam or warmup policy whose `step()` sets the LR from its own count) may be stepped before
 the update on purpose: moving it would run the first update at the optimizer's raw LR, so steplint
 stays silent there. Also silent when an update comes before the scheduler in the iteration (two
-optimizers, each followed by its scheduler), for epoch schedulers stepped outside the batch loop,
-for schedulers told their position (`scheduler.step(epoch)`), and for Lightning's
-`self.lr_schedulers()`, whose classes are not visible where they are stepped.
+optimizers, each followed by its scheduler), for schedulers told their position
+(`scheduler.step(epoch)`), and for Lightning's `self.lr_schedulers()`, whose classes are not visible
+where they are stepped.
+
+An epoch scheduler stepped at the top of the epoch loop, before the batch loop that makes its updates
+(the order PyTorch before 1.1 asked for), skips its first value the same way: every decay comes one
+epoch early. It is reported without a fix: the step belongs after the epoch's batches, wherever the
+author ends the epoch (after its evaluation, its checkpoint).
 
 ## Fix safety
-Safe: the fix moves the scheduler call just after the statement that holds the update, at its own
+Safe, in the batch loop: the fix moves the scheduler call just after the statement that holds the update, at its own
 indentation, so it still runs as often as before; with the scheduler's first LR set at
 construction, update k then uses the schedule's value k (proven by a runtime test).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
@@ -64,6 +69,26 @@ def check(model):
         name = model.text.of(step.subject)
         message = f"`{name}` advances before `{model.text.of(update.node)}`: the schedule's first value is skipped and every LR comes one update early"
         yield Finding(step.node, message, _after_update(model, step, update, name))
+    yield from _epoch_step_before_its_batches(model)
+
+
+def _epoch_step_before_its_batches(model):
+    """An epoch scheduler stepped at the top of the epoch loop, before the batch loop that updates
+    (PyTorch before 1.1 asked for this order; since then it skips the first value): no fix, where the
+    epoch's step belongs is after its batches, which the author places."""
+    updates = model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP)
+    for step in model.of_kind(SCHEDULER_STEP):
+        loop = step.site.loop
+        role = step.role
+        if loop is None or step.explicit_position or role is None or role.metric or role.prepared or role.engine_owned or model.guards.gated(step.site) or not sets_its_first_lr(role):
+            continue
+        in_epoch = [u for u in updates if u.site.scope is step.site.scope and any(l is loop for l in u.site.loops)
+                    and not model.passes.exclusive(u.site, step.site)]
+        if not in_epoch or any(u.order < step.order or u.site.loop is loop for u in in_epoch):
+            continue
+        name = model.text.of(step.subject)
+        yield Finding(step.node, f"`{name}` advances at the start of each epoch, before the updates of its batches: the schedule's "
+                                 "first value is skipped and every LR change comes one epoch early (step it after the epoch's batches)")
 
 
 def _after_update(model, step, update, name):
