@@ -372,7 +372,7 @@ class State:
         # (from the roles, not the step state: a function that hands its scaler to others of its module steps it through
         # them, which its summary, made before the project is known, cannot show)
         stepped = {key for entries in _step_state_by_owner(self.model).values() for _, kind, key in entries if kind == "scaler"}
-        for key in sorted(stepped | {k for k, r in self.model.roles.roles.items() if r.kind in SCALE_HOLDERS and r.evidence >= CONSTRUCTOR}):
+        for key in sorted(stepped | self._handed_on_scalers):
             role = self.model.roles.roles.get(key)
             if role is None or role.kind not in SCALE_HOLDERS or role.evidence < CONSTRUCTOR and key not in scaling or role.enabled is False or role.off_as_run or self.loaded(key):
                 continue
@@ -388,6 +388,21 @@ class State:
                 continue
             if _kept_to_itself(self.model, scope, name):
                 found.append((scope, key))
+        return found
+
+    @cached_property
+    def _handed_on_scalers(self) -> Set[str]:
+        """Keys of the scalers (shown by their class) a function hands, where it may run, to a function of
+        its own module: it steps them through it."""
+        local = {s.name for s in self.model.structure.scopes if s.parent is None and s.class_name is None}
+        found = set()
+        for call, site in self.model.structure.calls:
+            if isinstance(call.func, cst.Name) and call.func.value in local and self.model.roles.command_line.never_runs(site) is None:
+                for argument in call.args:
+                    key = self.model.roles.key(argument.value, site.scope) if isinstance(argument.value, cst.Name) else None
+                    role = self.model.roles.roles.get(key or "")
+                    if role is not None and role.kind in SCALE_HOLDERS and role.evidence >= CONSTRUCTOR:
+                        found.add(key)
         return found
 
     def restarted_by_callees(self, load: Event) -> List[Event]:
