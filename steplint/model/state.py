@@ -1100,11 +1100,22 @@ def _position_reads(model: "ModuleModel"):
         restoring_call = callee is not None and any(e.action == LOAD for e in callee.effects)
         if restoring_call and _restores_an_optimizer(model, context, callee, value, site.scope):
             continue  # (a full resume in a helper, `model, optimizer, scheduler, scaler, epoch = setup_model(...)`)
-        if from_file or restoring_call:
+        if from_file or restoring_call or _parsed_from_a_name(model, value, site.scope):
             for target in assignment_targets(node):
                 key = model.roles.key(target, site.scope) if isinstance(target, cst.Name) and target.value != "_" else None
                 if key:
                     yield node, site, key
+
+
+def _parsed_from_a_name(model: "ModuleModel", value: cst.BaseExpression, scope) -> bool:
+    """`int(suffix)` of a piece of a name split apart (`suffix = path.split("/")[-1].split("-")[1]`): a number
+    read from a checkpoint's name (`checkpoint-12000`), as transformers' old examples resume."""
+    if not (isinstance(value, cst.Call) and dotted(value.func) == "int" and len(value.args) == 1):
+        return False
+    argument = value.args[0].value
+    sources = [argument] + [v for sub in walk_expressions(argument) if isinstance(sub, cst.Name)
+                            for v in model.roles.command_line.assigned(scope, sub.value) if v is not None]
+    return any(isinstance(sub, cst.Call) and last_name(sub.func) == "split" for source in sources for sub in walk_expressions(source))
 
 
 def _restores_an_optimizer(model: "ModuleModel", context, callee, call: cst.Call, scope) -> bool:
