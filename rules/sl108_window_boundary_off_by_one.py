@@ -30,10 +30,12 @@ for step, batch in enumerate(loader):
 Silent for indices that count from 1 (`enumerate(loader, 1)`, a counter incremented before the
 test), for `(step + 1) % accum`, for a test that also reads the index (`step > 0 and ...`), for a test
 before the backward (which steps the previous window), and when gradients are cleared every batch.
+The backward may sit in a helper of the project (`train_step(model, batch, scaler)` scaling it), as long
+as that helper makes no update of its own.
 
 ## Fix safety
 The fix tests `(step + 1) % accum == 0`. Safe: a runtime test shows every window, the first
-included, then holds `accum` micro-batches. Unsafe when the window block itself reads `step`
+included, then holds `accum` micro-batches (also with the backward and the update in helpers). Unsafe when the window block itself reads `step`
 (a checkpoint name, a logged step): those values move with the boundary.
 Consistency: every other test of the same `step % accum` in the function (the `no_sync()` test that
 picks the micro-batch whose backward all-reduces) is shifted with the window test, so the

@@ -31,6 +31,10 @@ position among the run's batches), for counters advanced once per window
 without accumulation for checkpoints no run resumes from (a few skipped updates in a name; SL102
 says the same of counters), for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts (plain
 PyTorch code that follows that convention declares it with `recipe = "hf-trainer"`).
+A save through a helper is keyed to what the helper names its file with or stores, not to an argument
+it only logs. The files of one snapshot named alike (the EMA weights beside the model's, under the same
+tests) are one naming scheme, reported once. A counter advanced in the window under a test of its own
+(a tally of skipped loss spikes) counts no updates: it is not offered as the name.
 
 ## Fix safety
 Unsafe, where one update counter advances in the window block: the fix names the checkpoint after

@@ -36,6 +36,10 @@ the first. Two copies of the same optimizer's checkpoint (`last.pt`, `best.pt`) 
 resume from: each must hold everything. Copies one function writes with the same contents, directly or
 through two helpers, leave out the same state: one problem, reported at the first.
 
+A checkpoint that holds no optimizer is reported too when it stores the position a resume of the
+module reads back (`{"net": ..., "epoch": epoch}` beside `start_epoch = checkpoint["epoch"]`): it is the
+one the run resumes from, and a scheduler or scaler it leaves out restarts there.
+
 Silent when the contents cannot be seen (a helper builds them), for `accelerator.save_state` (it
 saves every registered object), and when the LR is computed from a counter that is saved.
 
@@ -44,7 +48,8 @@ checkpoint written by hand with `torch.save` (not `accelerator.save_state`) must
 `accelerator.scaler.state_dict()` as well. That is reported without a fix (the scaler is `None` where
 the Accelerator runs without CUDA), and only when the code shows fp16: `mixed_precision="fp16"`, or
 `mixed_precision=args.mixed_precision` with the module's parser defaulting `--mixed-precision` to
-"fp16". An `Accelerator(**kwargs)`, or a precision from a config the code cannot see, is not assumed
+"fp16" and no launch of the script giving another (a README's `--mixed-precision="bf16"`), or every
+launch giving "fp16". An `Accelerator(**kwargs)`, or a precision from a config the code cannot see, is not assumed
 to hold one. A counter the
 code sets back to 0 at each pass over the data (the index of a batch in its epoch) is no step state.
 Silent, too, where no run resumes from the module's checkpoints: neither it nor a module that calls

@@ -38,7 +38,10 @@ A warm start is no resume: an optimizer state loaded from another run, after whi
 back the learning rates it read before the load, starts a new run with a fresh scaler.
 A scheduler put back at the resumed position needs no state of its own: `scheduler.last_epoch = ...`,
 a counter of its read back from the checkpoint (`scheduler.model_step = state["model_step"]`), or
-built after the resume with that position (`last_epoch=start - 1`, `iteration=n_iter`). timm's
+built after the resume with that position (`last_epoch=start - 1`, `iteration=n_iter`, or a name a
+restoring helper returned: `best, last_epoch = load_state(...)`, then `start_epoch=last_epoch`), or told it
+by a helper once, outside any loop (`schedule.step(epoch)` after the restore), or replayed to it (also as
+`[scheduler.step() for _ in range(n)]`, in a nested function of the helper). timm's
 `NativeScaler` and apex amp (also reached as `apex.amp` after `import apex`) are loss scalers, like
 the GradScaler; objects held in a dict under a literal key (`self.optimizers["G"]`) are tracked by
 that entry.
@@ -46,11 +49,14 @@ that entry.
 Three more resumes are reported, away from an optimizer restore of the function:
 - The restore is followed by a call of a function of the project that builds its own loss scaler and
   never restores it (`do_train(...)` with `scaler = GradScaler()` inside, only ever used for its own
-  methods): the message names that function and where it is.
+  methods or handed to functions of its module that restore nothing), or by the construction of a class
+  whose `__init__` builds one it keeps to itself (`Trainer(...)` with `self.grad_scaler = GradScaler()`):
+  the message names that function and where it is.
 - A resume that puts the run back at a stored position but restores no optimizer: a name read back
   from a checkpoint (`update_step = state["update_step"]`, or `_, _, _, epoch = load_checkpoint(path,
-  model, None)` through a helper that loads what it is handed) starts a loop of the function or is a
-  counter it advances, and is not set again after the read (`epoch = 1` after loading pretrained
+  model, None)` through a helper that loads what it is handed, or a number parsed out of the checkpoint's
+  name, `global_step = int(path.split("-")[-1])`, in a script's top level too) starts a loop of the
+  function or is a counter it advances, and is not set again after the read (`epoch = 1` after loading pretrained
   weights is a fine-tune). The optimizers, schedulers and scalers the run steps from there start over.
   Evaluation code that reads an epoch for its report trains nothing and is silent.
 - `accelerator.load_state(...)` puts back every prepared object and no counter of the loop: an update
