@@ -507,6 +507,9 @@ class State:
         # (and a restore under a flag or key no run turns on, whose event is dropped: that resume restores the optimizer too)
         restoring |= {id(site.scope) for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute)
                       and call.func.attr.value == "load_state_dict" and self.model.roles.is_(call.func.value, site.scope, OPTIMIZER)}
+        # (and a framework's resume, which puts back every object it prepared: `accelerator.load_state(path)`)
+        restoring |= {id(site.scope) for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute)
+                      and call.func.attr.value == "load_state" and self.model.roles.is_(call.func.value, site.scope, ACCELERATOR)}
         for node, site, position in _position_reads(self.model):
             if id(site.scope) in restoring or any(r.site.scope is site.scope and r.site.trail[0] == site.trail[0] for r in found):
                 continue
