@@ -270,7 +270,7 @@ FIXTURE_MAPS = {
     # counter advance per committed update; every 1000 of them it saves through self.save.
     "SL303/ok_wrapped_restore": [{
         "where": "state.py:17 Trainer.step", "kind": "step function",
-        "helpers": ["Trainer.save"],
+        "helpers": ["Trainer.save", "WarmupWrapper.step"],  # (the wrapper built in __init__ is followed into its step)
         "updates": [(19, "scaler+optimizer", True, "authoritative")],
         "window": None,
         "counters": {"self.updates": {
@@ -278,8 +278,8 @@ FIXTURE_MAPS = {
             "feeds": [("checkpoint", 25, None, False), ("checkpoint", 29, None, False)], "reported": [],
         }},
         "schedulers": [("self.sched", 23, "per committed update", "committed-updates")],
-        "checkpoints": [(26, ["optimizer", "scaler", "sched", "updates"], {"optimizer": ["self.optimizer"], "scaler": ["self.scaler"], "scheduler": ["self.sched"]})],
-        "resume needs": {"scheduler": ["self.sched"], "scaler": ["self.scaler"]},
+        "checkpoints": [(26, ["optimizer", "scaler", "sched", "updates"], {"optimizer": ["self.optimizer"], "scaler": ["self.scaler"], "scheduler": ["self.sched", "self.sched.inner"]})],
+        "resume needs": {"scheduler": ["self.sched", "self.sched.inner"], "scaler": ["self.scaler"]},
         "restores": [], "diagnostics": [],
     }],
     # run resumes through set_up -> restore (engine.py:27), which restores the optimizer, not the scaler.
