@@ -1025,11 +1025,16 @@ def _kept_to_itself(model: "ModuleModel", scope: "Scope", name: str) -> bool:
 
 
 def _built_in_init(model: "ModuleModel", class_name: str, attribute: str) -> Optional["Scope"]:
-    """The `__init__` of the class when it is the one method that assigns `self.<attribute>`."""
-    assigning = {id(site.scope): site.scope for node, site in model.structure.statements
-                 if site.scope.class_name == class_name and any(isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name)
-                                                                and t.value.value == site.scope.self_name and t.attr.value == attribute
-                                                                for t in assignment_targets(node))}
+    """The `__init__` of the class when it is the one method that assigns `self.<attribute>`, and builds what
+    it assigns (`self.scaler = GradScaler()`, not `self.scaler = scaler`, which its caller hands it)."""
+    assigning = {}
+    for node, site in model.structure.statements:
+        if site.scope.class_name == class_name and any(isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name)
+                                                       and t.value.value == site.scope.self_name and t.attr.value == attribute
+                                                       for t in assignment_targets(node)):
+            if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+                return None
+            assigning[id(site.scope)] = site.scope
     scopes = list(assigning.values())
     return scopes[0] if len(scopes) == 1 and scopes[0].name == f"{class_name}.__init__" else None
 
