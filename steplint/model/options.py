@@ -60,6 +60,7 @@ class CommandLine:
     parsed_names: Set[str] = field(default_factory=set)  # names bound to what parse_args() returns
     parsed_dicts: Set[str] = field(default_factory=set)  # names bound to its dict: `args = vars(parser.parse_args())`, read as `args["amp"]`
     written: Set[str] = field(default_factory=set)  # attribute names the module assigns (`args.fp16 = True`)
+    written_values: Dict[str, list] = field(default_factory=dict)  # attribute name -> (value, scope) of each plain `x.attr = value`
     rewritten: bool = False  # the module writes the parsed options from data (a config it loads), or in code
     given: Optional[Set[str]] = None  # options a launch of the module may give (steplint.project.launches); None: unknown
     launch_values: Optional[List[Dict[str, Optional[str]]]] = None  # per launch line naming the module: option -> value as written
@@ -394,6 +395,8 @@ class CommandLine:
         key = keys[-1] if keys and isinstance(keys[-1], str) else None
         if key is None or key in self.given or key in self.set_true or key in self.configured or self.declared.get(key, False) is not False:
             return None
+        if any(self._as_run(value, owner, 1)[0] is True for value, owner in self.written_values.get(key, ())):
+            return None  # (the module sets it true as run: `args.amp = not args.noamp`, `--noamp` given by no launch)
         return f"unproven:{key}"
 
     def declarations(self) -> dict:
@@ -642,6 +645,8 @@ def read_command_line(structure: Structure, project, text: str = "") -> CommandL
         for target in assignment_targets(node):
             if isinstance(target, cst.Attribute):
                 found.written.add(target.attr.value)
+                if isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target:
+                    found.written_values.setdefault(target.attr.value, []).append((node.value, site.scope))
                 if isinstance(target.value, cst.Name) and site.scope.class_name and target.value.value == site.scope.self_name:
                     plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
                     found.attribute_bindings.setdefault((site.scope.class_name, target.attr.value), []).append((node.value if plain else None, site.scope))
