@@ -71,7 +71,7 @@ def check(model):
             continue  # (a skip or two in a name no run resumes from: no recipe drifts, as for SL102)
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
         batches = model.counters.batch_indices(update.site.loop, counters=windowed)
-        named = _naming_arguments(model, save)
+        named = model.state.naming_arguments(save)
         mentions = [n for n in _plain_mentions(save.node) if model.roles.key(n, save.site.scope) in batches and (named is None or id(n) in named)]
         if not mentions or model.counters.stores_data_position(save.node):
             continue
@@ -86,22 +86,6 @@ def check(model):
         message = f"Checkpoint keyed to `{name}`, which counts batches, while {reason}: its number is not the number of updates"
         fix, advice = _use_counter(model, save, update, mentions, batches)
         yield Finding(mentions[0], message + advice, fix)
-
-
-def _naming_arguments(model, save):
-    """Ids of the names in the arguments a save through a helper names its file with or stores
-    (`save(global_step, step)` writing `gs{global_step}.pkl` and logging `step`: `global_step`'s);
-    None for a save of this module's own."""
-    effect, context = save.via, model.roles.project
-    callee = context.callee(save.node, save.site.scope) if effect is not None and context is not None else None
-    if callee is None:
-        return None
-    places = set(effect.named_by) | {place for place, _ in effect.contents.values() if place}
-    found = set()
-    for place in places:
-        argument = context.argument(callee, place, save.node, save.site.scope)
-        found |= {id(sub) for sub in walk_expressions(argument)} if argument is not None else set()
-    return found
 
 
 def _plain_mentions(node):

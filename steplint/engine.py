@@ -86,8 +86,11 @@ def needs_analysis(text: str) -> bool:
 def acts_through_the_project(project) -> bool:
     """The module calls functions of the project that make an update that may be skipped, restore an optimizer
     (`load_checkpoint(...)`) or build a loss scaler (`Trainer(...)`): findings can rest on them, whatever its own words."""
-    return project is not None and any(e.action in _PROJECT_ACTIONS or e.action == effects.LOAD and e.role == "optimizer"
-                                       for callee in project.calls.values() for e in callee.effects)
+    if project is None:
+        return False
+    from steplint.model.roles import OPTIMIZER  # (a project context means the analysis is imported already)
+
+    return any(e.action in _PROJECT_ACTIONS or e.action == effects.LOAD and e.role == OPTIMIZER for callee in project.calls.values() for e in callee.effects)
 
 
 def _candidate(text: str, lowered: str) -> bool:

@@ -22,7 +22,7 @@ from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP,
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY
 from steplint.model.schedules import never_moves, sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
 from steplint.model.structure import Scope, Site
-from steplint.model.syntax import assignment_targets, dotted, is_cadence, last_name, names_in, walk_expressions
+from steplint.model.syntax import assignment_targets, dotted, is_cadence, last_name, names_in, unwrap_progress, walk_expressions
 from steplint.suppress import intent_basis
 
 if TYPE_CHECKING:
@@ -448,6 +448,5 @@ def enumerated(model: "ModuleModel", loop: cst.For, site: Site) -> Optional[cst.
     if isinstance(iterated, cst.Name):
         once = model.roles.command_line.set_once(site.scope.owner_of(iterated.value) or model.roles.command_line.module_scope, iterated.value)
         iterated = once[0] if once is not None else iterated
-    while isinstance(iterated, cst.Call) and last_name(iterated.func) == "tqdm" and iterated.args and iterated.args[0].keyword is None:
-        iterated = iterated.args[0].value
+    iterated = unwrap_progress(iterated)
     return iterated if isinstance(iterated, cst.Call) and dotted(iterated.func) == "enumerate" else None

@@ -44,8 +44,8 @@ import libcst as cst
 
 from steplint.effects import ANY_OPTION, PRECISION_KEY
 from steplint.model.structure import Scope, Structure
-from steplint.source import parse_python
 from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, last_name, literal, positional
+from steplint.source import parse_python
 
 # Keys that switch loss scaling itself on (`use_amp`, `fp16_run`, `enable_amp`, `mixed_precision`,
 # `use_grad_scaler`; not `bf16`, which scales nothing, nor `scaler`, an object)
@@ -60,7 +60,7 @@ class CommandLine:
     parsed_names: Set[str] = field(default_factory=set)  # names bound to what parse_args() returns
     parsed_dicts: Set[str] = field(default_factory=set)  # names bound to its dict: `args = vars(parser.parse_args())`, read as `args["amp"]`
     written: Set[str] = field(default_factory=set)  # attribute names the module assigns (`args.fp16 = True`)
-    written_values: Dict[str, list] = field(default_factory=dict)  # attribute name -> (value, scope) of each plain `x.attr = value`
+    written_values: Dict[str, list] = field(default_factory=dict)  # attribute name -> (value or None: not a plain `=`, scope, receiver) of each `x.attr = ...`
     rewritten: bool = False  # the module writes the parsed options from data (a config it loads), or in code
     given: Optional[Set[str]] = None  # options a launch of the module may give (steplint.project.launches); None: unknown
     launch_values: Optional[List[Dict[str, Optional[str]]]] = None  # per launch line naming the module: option -> value as written
@@ -75,7 +75,6 @@ class CommandLine:
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
     text_options: Set[str] = field(default_factory=set)  # options declared with no type or action: a launch's value is a text
-    attribute_bindings: Dict[tuple, list] = field(default_factory=dict)  # (class, attribute) -> (value, scope) of each `self.attr = value` of its methods
     precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
     _earlier: Dict[tuple, cst.BaseExpression] = field(default_factory=dict)  # (id(scope), name) -> its value before the assignment whose test is being read
@@ -376,7 +375,8 @@ class CommandLine:
             return None
         for _ in range(3):  # through locals and attributes set once (`amp = config.get("amp", False)`, `self.amp = params.get("use_amp", True)`)
             if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and scope is not None and scope.class_name and expr.value.value == scope.self_name:
-                assigned = self.attribute_bindings.get((scope.class_name, expr.attr.value), ())
+                assigned = [(value, owner) for value, owner, receiver in self.written_values.get(expr.attr.value, ())
+                            if owner.class_name == scope.class_name and receiver == owner.self_name]
                 # (only to a default: a copy of another key, `self.amp_run = args.amp_gen`, is read by its own name)
                 if len(assigned) != 1 or not (isinstance(assigned[0][0], cst.Call) and last_name(assigned[0][0].func) == "get"):
                     break
@@ -395,7 +395,7 @@ class CommandLine:
         key = keys[-1] if keys and isinstance(keys[-1], str) else None
         if key is None or key in self.given or key in self.set_true or key in self.configured or self.declared.get(key, False) is not False:
             return None
-        if any(self._as_run(value, owner, 1)[0] is True for value, owner in self.written_values.get(key, ())):
+        if any(value is not None and self._as_run(value, owner, 1)[0] is True for value, owner, _ in self.written_values.get(key, ())):
             return None  # (the module sets it true as run: `args.amp = not args.noamp`, `--noamp` given by no launch)
         return f"unproven:{key}"
 
@@ -642,17 +642,15 @@ def read_command_line(structure: Structure, project, text: str = "") -> CommandL
                 for target in node.targets:  # `args, _ = parser.parse_known_args()`
                     if isinstance(target.target, cst.Tuple) and target.target.elements and isinstance(target.target.elements[0].value, cst.Name):
                         found.parsed_names.add(target.target.elements[0].value.value)
+        single = node.targets[0].target if isinstance(node, cst.Assign) and len(node.targets) == 1 else None  # (the target of a plain `=`)
         for target in assignment_targets(node):
+            value = node.value if target is single else None
             if isinstance(target, cst.Attribute):
                 found.written.add(target.attr.value)
-                if isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target:
-                    found.written_values.setdefault(target.attr.value, []).append((node.value, site.scope))
-                if isinstance(target.value, cst.Name) and site.scope.class_name and target.value.value == site.scope.self_name:
-                    plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
-                    found.attribute_bindings.setdefault((site.scope.class_name, target.attr.value), []).append((node.value if plain else None, site.scope))
+                receiver = target.value.value if isinstance(target.value, cst.Name) else None
+                found.written_values.setdefault(target.attr.value, []).append((value, site.scope, receiver))
             elif isinstance(target, cst.Name):
-                plain = isinstance(node, cst.Assign) and len(node.targets) == 1 and node.targets[0].target is target
-                found.bindings.setdefault((id(site.scope), target.value), []).append(node.value if plain else None)
+                found.bindings.setdefault((id(site.scope), target.value), []).append(value)
                 found.binding_sites.setdefault((id(site.scope), target.value), []).append(site)
     for declarations in adopted.values():
         found.adopt(declarations)

@@ -433,6 +433,20 @@ class State:
         callee = context.callee(save.node, save.site.scope)
         return context.argument(callee, effect.stored_state, save.node, save.site.scope) if callee is not None else None
 
+    def naming_arguments(self, save: Event) -> Optional[Set[int]]:
+        """Ids of the nodes of the arguments a save through a helper names its file with or stores
+        (`save(global_step, step)` writing `gs{global_step}.pkl` and logging `step`: `global_step`'s);
+        None for a save of this module's own."""
+        effect, context = save.via, self.model.roles.project
+        callee = context.callee(save.node, save.site.scope) if effect is not None and context is not None else None
+        if callee is None:
+            return None
+        found: Set[int] = set()
+        for place in set(effect.named_by) | {place for place, _ in effect.contents.values() if place}:
+            argument = context.argument(callee, place, save.node, save.site.scope)
+            found |= {id(sub) for sub in walk_expressions(argument)} if argument is not None else set()
+        return found
+
     def _read_from_a_checkpoint(self, expr: cst.BaseExpression, scope: "Scope") -> bool:
         """`expr` reads an entry of what `torch.load` returned, directly or through a name of `scope` set
         from one (`init_step = optim_sd["iter"] - optim_sd["skipped_iter"]`, then `last_iter=init_step`)."""
@@ -1007,20 +1021,27 @@ def _advances_a_schedule(statement: cst.BaseStatement) -> bool:
 def _kept_to_itself(model: "ModuleModel", scope: "Scope", name: str) -> bool:
     """Every read of a function's local `name` (nested functions included) calls one of its methods, or
     hands it to a function the project resolves: nothing unseen can restore it or store it."""
+    sites = [(node, site) for node, site in model.structure.statements if site.scope is scope or _inside(site.scope, scope)]
+    return _only_used_itself(model, sites, lambda node, site: isinstance(node, cst.Name) and node.value == name,
+                             lambda target, site: isinstance(target, cst.Name), handed_on=True)
 
+
+def _only_used_itself(model: "ModuleModel", sites, names_it, assigns_it, handed_on: bool) -> bool:
+    """Every read, in the statements `sites`, of what `names_it(node, site)` tells calls one of its methods or tests
+    it (`if scaler is not None`), or (`handed_on`) hands it to a function the project resolves. The values of
+    assignments whose every target `assigns_it(target, site)` are read, not their targets."""
     def uses(node: cst.CSTNode, parent: Optional[cst.CSTNode], site) -> bool:
-        if isinstance(node, cst.Name) and node.value == name:
+        if names_it(node, site):
             if parent is None or isinstance(parent, (cst.Comparison, cst.UnaryOperation)) or isinstance(parent, cst.Attribute) and parent.value is node:
-                return True  # (a test of it, `if scaler is not None`, or one of its methods)
-            return isinstance(parent, cst.Arg) and site is not None and _resolved_call_of(model, parent, site) is not None
+                return True
+            return handed_on and isinstance(parent, cst.Arg) and _resolved_call_of(model, parent, site) is not None
         return all(uses(child, node, site) for child in children(node))
 
-    for node, site in model.structure.statements:
-        if site.scope is scope or _inside(site.scope, scope):
-            targets = assignment_targets(node) if isinstance(node, (cst.Assign, cst.AnnAssign)) else []
-            parts = [node.value] if targets and getattr(node, "value", None) is not None and all(isinstance(t, cst.Name) for t in targets) else [node]
-            if not all(uses(part, None, site) for part in parts):
-                return False
+    for node, site in sites:
+        targets = assignment_targets(node) if isinstance(node, (cst.Assign, cst.AnnAssign)) else []
+        parts = [node.value] if targets and getattr(node, "value", None) is not None and all(assigns_it(t, site) for t in targets) else [node]
+        if not all(uses(part, None, site) for part in parts):
+            return False
     return True
 
 
@@ -1042,19 +1063,10 @@ def _built_in_init(model: "ModuleModel", class_name: str, attribute: str) -> Opt
 def _attribute_kept_to_itself(model: "ModuleModel", class_name: str, attribute: str) -> bool:
     """Every read of `self.<attribute>` in the class's methods calls one of its methods or tests it: nothing
     unseen (a subclass aside) can restore it or store it."""
-    def uses(node: cst.CSTNode, parent: Optional[cst.CSTNode], self_name: str) -> bool:
-        if isinstance(node, cst.Attribute) and node.attr.value == attribute and isinstance(node.value, cst.Name) and node.value.value == self_name:
-            return parent is None or isinstance(parent, (cst.Comparison, cst.UnaryOperation)) or isinstance(parent, cst.Attribute) and parent.value is node
-        return all(uses(child, node, self_name) for child in children(node))
-
-    for node, site in model.structure.statements:
-        if site.scope.class_name != class_name or not site.scope.self_name:
-            continue
-        targets = assignment_targets(node) if isinstance(node, (cst.Assign, cst.AnnAssign)) else []
-        parts = [node.value] if targets and getattr(node, "value", None) is not None else [node]
-        if not all(uses(part, None, site.scope.self_name) for part in parts):
-            return False
-    return True
+    sites = [(node, site) for node, site in model.structure.statements if site.scope.class_name == class_name and site.scope.self_name]
+    return _only_used_itself(model, sites, lambda node, site: isinstance(node, cst.Attribute) and node.attr.value == attribute
+                             and isinstance(node.value, cst.Name) and node.value.value == site.scope.self_name,
+                             lambda target, site: True, handed_on=False)
 
 
 def _inside(scope: "Scope", outer: "Scope") -> bool:

@@ -22,6 +22,13 @@ def dotted(expr: Optional[cst.BaseExpression]) -> Optional[str]:
     return None
 
 
+def unwrap_progress(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What a progress bar iterates: `enumerate(loader)` of `tqdm(enumerate(loader), desc=...)`."""
+    while isinstance(expr, cst.Call) and last_name(expr.func) == "tqdm" and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+        expr = expr.args[0].value
+    return expr
+
+
 def last_name(expr: cst.BaseExpression) -> Optional[str]:
     kind = type(expr)
     if kind is cst.Name:

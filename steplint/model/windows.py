@@ -23,7 +23,7 @@ from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SCALED_BACK
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, unwrap_progress, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -176,9 +176,7 @@ def indexes_its_loop(boundary: ModuloBoundary) -> bool:
 
 
 def _loop_index_from_zero(loop: cst.For, name: str) -> bool:
-    iterable = loop.iter
-    while isinstance(iterable, cst.Call) and last_name(iterable.func) in ("tqdm",) and positional(iterable):
-        iterable = positional(iterable)[0]  # tqdm(enumerate(loader)) counts as enumerate does
+    iterable = unwrap_progress(loop.iter)  # tqdm(enumerate(loader)) counts as enumerate does
     if not isinstance(iterable, cst.Call) or not isinstance(iterable.func, cst.Name):
         return False
     args = positional(iterable)
