@@ -54,7 +54,11 @@ to hold one. A counter the
 code sets back to 0 at each pass over the data (the index of a batch in its epoch) is no step state.
 Silent, too, where no run resumes from the module's checkpoints: neither it nor a module that calls
 it loads optimizer state back (itself or through a helper), nor puts the run back at a stored position
-(weights and an epoch read back), nor calls `load_state`, `load_checkpoint` or `resume_from_checkpoint=`. Such a checkpoint is an export, and what it leaves out is lost to no run. apex amp's loss scaler (`amp.state_dict()`) is step state like a
+(weights and an epoch read back), nor calls `load_state`, `load_checkpoint` or `resume_from_checkpoint=`. Such a checkpoint is an export, and what it leaves out is lost to no run.
+So is one that lacks the entry the run's only resumes read the position from (a final
+`{"epoch": ..., "optimizer": ...}` beside `step = ckpt["global_step"]`, with no optimizer restored):
+read back, it would fail. A checkpoint handed to a function of the module (a nested one too) that
+writes what it is handed with `torch.save` is seen in the caller's words. apex amp's loss scaler (`amp.state_dict()`) is step state like a
 GradScaler's where the steps go through `amp.scale_loss` with a dynamic scale.
 
 ## Fix safety
@@ -87,7 +91,8 @@ def check(model):
     # (a checkpoint without the optimizer is a resume's when it stores the position a resume reads back:
     # `{"net": ..., "epoch": epoch}` beside `start_epoch = checkpoint["epoch"]`)
     saves = [(save, checkpoint) for save in model.of_kind(CHECKPOINT_SAVE) if (checkpoint := model.state.checkpoint(save)) is not None
-             and (OPTIMIZER in checkpoint.holds or not model.state.position_entries.isdisjoint(checkpoint.entries))]
+             and (OPTIMIZER in checkpoint.holds or not model.state.position_entries.isdisjoint(checkpoint.entries))
+             and model.state.read_back(checkpoint)]
     snapshots = []
     for save, checkpoint in saves:
         # (one snapshot written as a file per optimizer, `G.pth` and `D.pth`, is one; so is one dict saved

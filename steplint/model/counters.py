@@ -106,34 +106,56 @@ class Counters:
         return derived
 
     @cached_property
-    def _assigned_calls(self) -> Dict[str, list]:
-        """Called name -> (node, site) of the `target = name(...)` statements."""
-        found: Dict[str, list] = defaultdict(list)
+    def _assigned_calls(self) -> Dict[int, list]:
+        """id of a function scope of the module -> (node, site) of the `target = f(...)` statements that call it."""
+        found: Dict[int, list] = defaultdict(list)
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
-                called = dotted(node.value.func)
-                if called:
-                    found[called].append((node, site))
+                callee = self.model.roles.callee(node.value.func, site.scope)
+                if callee is not None:
+                    found[id(callee)].append((node, site))
         return found
 
     def _handed_back_to(self, scope: Scope, key: str) -> List[tuple]:
         """(scope, key) of the callers' counters a function's parameter counter returns to: in
-        `n = run_epoch(..., n)`, where `run_epoch` advances its parameter `n` and returns it, the
-        caller's `n` is the same counter."""
+        `n = run_epoch(..., n)` or `n, loss = train(args, n, loader)`, where the function advances its
+        parameter `n` and returns it (alone, or always at the same place of a tuple), the caller's `n`
+        is the same counter."""
         name = key.split(":", 1)[1]
-        if scope.class_name is not None or name not in {p.name.value for p in scope.params}:
+        params = [p.name.value for p in scope.params]
+        if name not in params:
             return []
         returns = [n for n, _ in self.model.statements_of(scope) if isinstance(n, cst.Return)]
-        if not returns or not all(isinstance(r.value, cst.Name) and r.value.value == name for r in returns):
+        places = {_returned_at(r.value, name) for r in returns}
+        if not returns or len(places) != 1 or None in places:
             return []
+        place = places.pop()
+        handed_at = params.index(name) - (1 if scope.self_name and params[0] == scope.self_name else 0)  # (a method called on `self`)
         found = []
-        for node, site in self._assigned_calls.get(scope.name, ()):
-            if site.scope.owner_of(scope.name) is not None:
-                continue  # a local of the same name, not this module-level function
-            target_key = self.model.roles.key(node.targets[0].target, site.scope)
-            passed = {k for a in node.value.args for k in self.model.keys_in(a.value, site.scope)}
-            if target_key and target_key in passed:
+        for node, site in self._assigned_calls.get(id(scope), ()):
+            target = node.targets[0].target
+            if place >= 0:
+                elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+                target = elements[place].value if place < len(elements) and not isinstance(elements[place], cst.StarredElement) else None
+            target_key = self.model.roles.key(target, site.scope) if target is not None else None
+            call = node.value
+            handed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+            if handed is None and 0 <= handed_at < len(call.args) and not any(a.star or a.keyword for a in call.args[: handed_at + 1]):
+                handed = call.args[handed_at].value
+            if target_key and handed is not None and self.model.roles.key(handed, site.scope) == target_key:
                 found.append((site.scope, target_key))
+        return found
+
+    @cached_property
+    def handed_back(self) -> Dict[str, Set[str]]:
+        """Caller key -> the keys of the parameter counters handed back to it (`n = run_epoch(..., n)`):
+        the caller's name is a counter advanced by the function it hands it to."""
+        found: Dict[str, Set[str]] = defaultdict(set)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            key = self.model.roles.key(increment.subject, increment.site.scope)
+            if key is not None:
+                for _, caller_key in self._handed_back_to(increment.site.scope, key):
+                    found[caller_key].add(key)
         return found
 
     def repeating_readers(self, increment: Event) -> List[Site]:
@@ -424,6 +446,17 @@ class Counters:
             and not (role.prepared or role.engine_owned or role.metric)
             and self.schedule_basis(event) == COMMITTED_UPDATES
         )
+
+
+def _returned_at(value: Optional[cst.BaseExpression], name: str) -> Optional[int]:
+    """Where a `return` hands back the name: -1 when it returns the name alone, the place in the tuple
+    it returns (`return step, loss`), else None."""
+    if isinstance(value, cst.Name) and value.value == name:
+        return -1
+    if isinstance(value, cst.Tuple):
+        places = [i for i, e in enumerate(value.elements) if isinstance(e.value, cst.Name) and e.value.value == name]
+        return places[0] if len(places) == 1 and not any(isinstance(e, cst.StarredElement) for e in value.elements) else None
+    return None
 
 
 def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> List[tuple]:

@@ -671,6 +671,10 @@ class RoleTable:
             role = self.value_role(arg.value, scope) if param is not None else None
             if role is not None:
                 changed |= self._set(f"{target.name}:{param.name.value}", role)
+            handed = f"{target.name}:{param.name.value}" if param is not None else None
+            if handed is not None and handed not in self.maybe_none and (_is_none(arg.value) or self.key(arg.value, scope) in self.maybe_none):
+                self.maybe_none.add(handed)  # (`scaler = GradScaler() if amp else None` handed on: None there too)
+                changed = True
         return changed
 
     def callee(self, func: cst.BaseExpression, scope: Scope) -> Optional[Scope]:

@@ -72,10 +72,13 @@ class State:
     def _contents(self, save: Event) -> Optional[Checkpoint]:
         if save.via is not None:
             found = _saved_through(self.model, save)
-        elif not isinstance(save.node, cst.Call) or self.model.roles.qualified(save.node.func, save.site.scope) != "torch.save" or not save.node.args:
+        elif not isinstance(save.node, cst.Call):
             return None
-        else:
+        elif self.model.roles.qualified(save.node.func, save.site.scope) == "torch.save" and save.node.args:
             found = stored_contents(self.model, save, save.node.args[0].value)
+        else:
+            stored = _handed_to_own_save(self.model, save)
+            found = stored_contents(self.model, save, stored) if stored is not None else None
         if found is None:
             return None
         scope = save.site.scope
@@ -346,9 +349,12 @@ class State:
         calls), or resumes through a framework (`accelerator.load_state(...)`, an engine's or a
         checkpointer's `load_checkpoint(...)`, `resume_or_load(...)`, `resume_from_checkpoint=`), or puts
         the run back at a stored position without the optimizer (weights and an epoch read back)."""
+        return self._restores_the_run or bool(self.position_resumes)
+
+    @cached_property
+    def _restores_the_run(self) -> bool:
+        """The module restores an optimizer's state or resumes through a framework (see resumes_here)."""
         if any(e.role is not None and e.role.kind == OPTIMIZER for e in self.model.of_kind(STATE_LOAD)):
-            return True
-        if self.position_resumes:
             return True
         for call, _ in self.model.structure.calls:
             name = last_name(call.func)
@@ -540,6 +546,19 @@ class State:
                 for sub in walk_expressions(resume.node.value) if isinstance(sub, cst.Subscript)
                 for element in sub.slice if isinstance(element.slice, cst.Index) and isinstance(text := literal(element.slice.value), str)}
 
+    def read_back(self, checkpoint: Checkpoint) -> bool:
+        """Whether a resume of the run can read the checkpoint back. Where the run's only resumes put it back
+        at a position each reads by its entry (`global_step = ckpt["global_step"]`), restoring no optimizer,
+        with no caller of the module resuming, a checkpoint that holds none of those entries is none they
+        read (reading it, they would fail): a final export `{"epoch", "state_dict", "optimizer"}` beside a
+        resume of `ckpt["global_step"]`."""
+        project = self.model.roles.project
+        if self._restores_the_run or (project is not None and project.resumed_by_a_caller) or not self.position_resumes:
+            return True
+        if not all(isinstance(r.node, cst.Assign) and _entry_read(r.node.value) is not None for r in self.position_resumes):
+            return True
+        return not self.position_entries.isdisjoint(checkpoint.entries)
+
     @property
     def resumable(self) -> bool:
         """A run can resume from this module's checkpoints: the module resumes, or a module that calls
@@ -664,8 +683,13 @@ class State:
     def _step_state(self, scope: "Scope") -> Dict[str, List[str]]:
         by_owner = _step_state_by_owner(self.model)
         owners = ["<module>", scope.name] + ([f"class {scope.class_name}"] if scope.class_name is not None else [])
-        visible = sorted({entry for owner in owners for entry in by_owner.get(owner, ())
-                          if owner != "<module>" or scope.owner_of(_head(entry[2])) is None})  # (a global the function's own name hides is not its state)
+        visible = {entry for owner in owners for entry in by_owner.get(owner, ())
+                   if owner != "<module>" or scope.owner_of(_head(entry[2])) is None}  # (a global the function's own name hides is not its state)
+        enclosing = scope.parent
+        while enclosing is not None and enclosing.name != "<module>":  # (a nested function's closure: what it names of its encloser's)
+            visible |= {entry for entry in by_owner.get(enclosing.name, ()) if scope.owner_of(_head(entry[2])) is enclosing}
+            enclosing = enclosing.parent
+        visible = sorted(visible)
         state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": []}
         for _, kind, key in visible:
             state[kind].append(key)
@@ -750,6 +774,16 @@ def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpressio
     return None
 
 
+def _entry_read(value: cst.BaseExpression) -> Optional[str]:
+    """`"epoch"` of `ckpt["epoch"]` (also inside `int(...)`): the entry a value reads by subscript, without a default."""
+    while isinstance(value, cst.Call) and len(value.args) == 1 and isinstance(value.func, cst.Name):
+        value = value.args[0].value
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index):
+        text = literal(value.slice[0].slice.value)
+        return text if isinstance(text, str) else None
+    return None
+
+
 def reads_an_entry(value: cst.BaseExpression) -> bool:
     """The value reads an entry of something (`state["epoch"]`, `ckpt.get("step", 0)`): in a resume,
     what the checkpoint holds."""
@@ -757,6 +791,26 @@ def reads_an_entry(value: cst.BaseExpression) -> bool:
         type(sub) is cst.Subscript or (type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == "get")
         for sub in walk_expressions(value)
     )
+
+
+def _handed_to_own_save(model: "ModuleModel", save: Event) -> Optional[cst.BaseExpression]:
+    """What the caller hands a function of this module (a nested one too) whose saves all write one of
+    its parameters with `torch.save` (`def save_ckpt(state, path): torch.save(state, path)`): the
+    checkpoint is what the caller built."""
+    callee = model.roles.callee(save.node.func, save.site.scope)
+    if callee is None:
+        return None
+    stored = set()
+    for inner in model.events_in(callee, CHECKPOINT_SAVE):
+        call = inner.node
+        first = call.args[0].value if isinstance(call, cst.Call) and call.args and model.roles.qualified(call.func, callee) == "torch.save" else None
+        stored.add(first.value if isinstance(first, cst.Name) else None)
+    params = [p.name.value for p in callee.params]
+    if len(stored) != 1 or not stored <= set(params):
+        return None
+    name = stored.pop()
+    position = params.index(name) - (1 if callee.self_name and params[0] == callee.self_name else 0)
+    return argument_for(save.node, position, name) if position >= 0 and not any(a.star for a in save.node.args) else None
 
 
 def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
@@ -1165,8 +1219,10 @@ def _set_again_after(model: "ModuleModel", site, key: str) -> bool:
 
 def _positions_the_run(model: "ModuleModel", scope: "Scope", key: str) -> bool:
     """The name is where a loop of the function starts (`range(start, epochs)`, `enumerate(loader,
-    start)`), also through a name set from it, or a counter the function advances."""
+    start)`), also through a name set from it, or a counter the function advances, itself or through a
+    function it hands the counter to and takes it back from (`step, loss = train(args, step)`)."""
     counters = {model.roles.key(e.subject, e.site.scope) for e in model.events_in(scope, COUNTER_INCREMENT)}
+    counters |= set(model.counters.handed_back)  # (handed to a function that advances it and hands it back)
     derived = {key}
     for node, site in model.statements_in(scope, key):
         if type(node) is cst.Assign and site.scope is scope and key in model.keys_in(node.value, scope):
