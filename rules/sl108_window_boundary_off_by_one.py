@@ -1,7 +1,9 @@
 """## What it does
 Finds an accumulation window tested as `step % accum == 0` after the backward, where `step` counts
 micro-batches from 0: `enumerate(loader)` without a start, `range(n)`, or a counter set to 0 and
-incremented after the test.
+incremented after the test. And its mirror: `(step + 1) % accum == 0` where `step` counts from 1
+(`enumerate(loader, 1)`, or a counter set to 0 and incremented at the top of every pass, before the
+test), whose first window has `accum - 1` micro-batches.
 
 ## Why is this bad?
 On the first micro-batch `0 % accum == 0` holds, so the first update is made from one micro-batch
@@ -27,15 +29,17 @@ for step, batch in enumerate(loader):
         optimizer.zero_grad()
 ```
 
-Silent for indices that count from 1 (`enumerate(loader, 1)`, a counter incremented before the
-test), for `(step + 1) % accum`, for a test that also reads the index (`step > 0 and ...`), for a test
+Silent for indices that count from 1 tested unshifted (`enumerate(loader, 1)`, a counter incremented
+before the test), for `(step + 1) % accum` with an index from 0, for a counter advanced on some passes
+only, for a test that also reads the index (`step > 0 and ...`), for a test
 before the backward (which steps the previous window), and when gradients are cleared every batch.
 The backward may sit in a helper of the project (`train_step(model, batch, scaler)` scaling it), as long
 as that helper makes no update of its own.
 
 ## Fix safety
-The fix tests `(step + 1) % accum == 0`. Safe: a runtime test shows every window, the first
-included, then holds `accum` micro-batches (also with the backward and the update in helpers). Unsafe when the window block itself reads `step`
+The fix tests `(step + 1) % accum == 0` (the mirror: `step % accum == 0`). Safe: a runtime test shows
+every window, the first included, then holds `accum` micro-batches (also with the backward and the
+update in helpers, and for both mirror forms). Unsafe when the window block itself reads `step`
 (a checkpoint name, a logged step): those values move with the boundary.
 Consistency: every other test of the same `step % accum` in the function (the `no_sync()` test that
 picks the micro-batch whose backward all-reduces) is shifted with the window test, so the
@@ -51,7 +55,7 @@ when an object whose state it restores is built again after the restore; and a l
 """
 
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
-from steplint.model.windows import accumulates, counts_from_zero, reads_in_window, update_boundaries
+from steplint.model.windows import accumulates, first_index, reads_in_window, update_boundaries
 from steplint.rewrite import window_index_readers
 from steplint.rule import Finding, rule
 
@@ -59,22 +63,39 @@ from steplint.rule import Finding, rule
 @rule("SL108", "window-boundary-off-by-one", "Accumulation window tested as `step % accum == 0` with `step` counting from 0", fix="sometimes")
 def check(model):
     for boundary, update in update_boundaries(model):
-        if boundary.shifted or not counts_from_zero(model, boundary) or not accumulates(model, boundary):
+        # (`step % accum` with `step` from 0, or its mirror `(step + 1) % accum` with `step` from 1: the first window is short)
+        if first_index(model, boundary) != (1 if boundary.shifted else 0) or not accumulates(model, boundary):
             continue
         counter = boundary.counter
         test = model.text.of(boundary.comparison)
-        start, end = model.text.span(counter)
         applicability = UNSAFE if reads_in_window(model, boundary) else SAFE
-        shifted = f"({counter.value} + 1)"
-        title = f"Test `{shifted}{test[end - model.text.span(boundary.comparison)[0]:]}`"
-        message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{model.text.of(boundary.length)}`"
+        length = model.text.of(boundary.length)
+        unshifted, shifted = window_index_readers(model, counter, boundary.length, boundary.site.scope, boundary.comparison.left)
+        if boundary.shifted:
+            index, replaced = counter.value, boundary.index
+            title = f"Test `{index}{test[model.text.span(replaced)[1] - model.text.span(boundary.comparison)[0]:]}`"
+            message = f"`{test}` first holds on micro-batch {length} - 1 (`{counter.value}` counts from 1): the first window has one micro-batch less than `{length}`"
+            others, disagreeing = shifted, unshifted
+        else:
+            index, replaced = f"({counter.value} + 1)", counter
+            title = f"Test `{index}{test[model.text.span(counter)[1] - model.text.span(boundary.comparison)[0]:]}`"
+            message = f"`{test}` holds on the first micro-batch (`{counter.value}` counts from 0): the first window has one micro-batch, not `{length}`"
+            others, disagreeing = unshifted, shifted
         # every other read of the same `index % accum` (a `no_sync()` test) moves with the window
-        others, disagreeing = window_index_readers(model, counter, boundary.length, boundary.site.scope, boundary.comparison.left)
         if disagreeing:
             rows = ", ".join(str(model.text.rows(r)[0]) for r in disagreeing)
-            yield Finding(boundary.comparison, f"{message} (no fix: line {rows} already reads `{counter.value} + 1`, and one of the two must change with the other)")
+            yield Finding(boundary.comparison, f"{message} (no fix: line {rows} already reads `{index}`, and one of the two must change with the other)")
             continue
-        edits = [Edit(start, end, shifted)] + [Edit(*model.text.span(r.left), shifted) for r in others]
+        edits = [Edit(*_parenthesised(model, replaced), index)] + [Edit(*_parenthesised(model, r.left), index) for r in others]
         if others:
             title += " and every other test of the same index"
         yield Finding(boundary.comparison, message, Fix(title, applicability, tuple(edits)))
+
+
+def _parenthesised(model, node):
+    """The span of the node with the one pair of parentheses it is written in (`(step + 1)`), if any."""
+    start, end = model.text.span(node)
+    text = model.source.text
+    if len(getattr(node, "lpar", ())) == 1 and text[start - 1 : start] == "(" and text[end : end + 1] == ")":
+        return start - 1, end + 1
+    return start, end

@@ -40,12 +40,15 @@ def _reference(batches):
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize("function", ["train", "train_counted", "train_through_helpers"])
-def test_off_by_one_fix_makes_full_windows(tmp_path, function):
+@pytest.mark.parametrize(
+    "function, first_window",
+    [("train", 1), ("train_counted", 1), ("train_through_helpers", 1), ("train_counted_first", ACCUM - 1), ("train_from_one", ACCUM - 1)],
+)
+def test_off_by_one_fix_makes_full_windows(tmp_path, function, first_window):
     torch.manual_seed(1)
     batches = [torch.randn(8, 4) for _ in range(3 * ACCUM)]
     before, _ = _window_sizes(getattr(load(LOOPS / "window_loop.py"), function), batches)
-    assert before == [1, ACCUM, ACCUM]  # the first update saw one micro-batch
+    assert before == [first_window, ACCUM, ACCUM]  # the first update saw too few micro-batches
     after, params = _window_sizes(getattr(load(fixed_copy(tmp_path, "window_loop.py", unsafe=False)), function), batches)
     assert after == [ACCUM, ACCUM, ACCUM]
     assert all(torch.allclose(a, b) for a, b in zip(params, _reference(batches)))

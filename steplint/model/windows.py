@@ -145,28 +145,40 @@ def micro_batch_counters(model: "ModuleModel") -> set:
 
 
 def counts_from_zero(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
-    """The boundary's index is 0 on the loop's first micro-batch: `enumerate(...)` without a start,
-    `range(n)` / `range(0, n)`, or a local counter set to 0 before the loop and incremented once per
-    micro-batch after the test."""
+    """The boundary's index is 0 on the loop's first micro-batch (see first_index)."""
+    return first_index(model, boundary) == 0
+
+
+def first_index(model: "ModuleModel", boundary: ModuloBoundary) -> Optional[int]:
+    """The boundary's index on the loop's first micro-batch, where the code shows it: 0 for `enumerate(...)`
+    without a start, `range(n)` / `range(0, n)`, or a local counter set to 0 before the loop and incremented
+    once per micro-batch after the test; 1 for `enumerate(..., 1)`, `range(1, n)`, or that counter incremented
+    before the test, on every pass that reaches it. None otherwise."""
     counter = boundary.counter
     loop = boundary.site.loop
     scope = boundary.site.scope
     if counter is None or loop is None:
-        return False
+        return None
     name = counter.value
-    if isinstance(loop, cst.For) and _loop_index_from_zero(loop, name):
+    start = _loop_index_start(loop, name) if isinstance(loop, cst.For) else None
+    if start is not None:
         # (`for index, batch in enumerate(loader): index += 1` counts from 1 at the test)
         moved = [e for e in model.of_kind(COUNTER_INCREMENT) if e.site.scope is scope and dotted(e.subject) == name and any(l is loop for l in e.site.loops)]
-        return not list(_rebindings(model, scope, name, loop)) and not moved
+        return start if not list(_rebindings(model, scope, name, loop)) and not moved else None
     if scope.owner_of(name) is not scope or scope.name == "<module>":
-        return False
+        return None
     increments = [e for e in model.of_kind(COUNTER_INCREMENT) if e.site.scope is scope and dotted(e.subject) == name]
     if len(increments) != 1:
-        return False
+        return None
     increment = increments[0]
     assignments = [(node, s) for node, s in _rebindings(model, scope, name, None) if node is not increment.node]
     starts = [s for node, s in assignments if _assigns_zero(node) and not any(l is loop for l in s.loops) and s.order < boundary.site.order]
-    return len(assignments) == len(starts) == 1 and increment.site.loop is loop and model.passes.covers(increment.site, boundary.site)
+    if not (len(assignments) == len(starts) == 1 and increment.site.loop is loop):
+        return None
+    if model.passes.covers(increment.site, boundary.site):
+        return 0
+    before = model.passes.same_iteration(increment.site, boundary.site) and increment.site.order < boundary.site.order
+    return 1 if before and model.passes.runs_only_with(boundary.site, increment.site) else None
 
 
 def indexes_its_loop(boundary: ModuloBoundary) -> bool:
@@ -176,17 +188,26 @@ def indexes_its_loop(boundary: ModuloBoundary) -> bool:
 
 
 def _loop_index_from_zero(loop: cst.For, name: str) -> bool:
+    return _loop_index_start(loop, name) == 0
+
+
+def _loop_index_start(loop: cst.For, name: str) -> Optional[int]:
+    """Where the loop's own index `name` starts, when it is `enumerate(...)`'s or `range(...)`'s and starts at 0 or 1."""
     iterable = unwrap_progress(loop.iter)  # tqdm(enumerate(loader)) counts as enumerate does
     if not isinstance(iterable, cst.Call) or not isinstance(iterable.func, cst.Name):
-        return False
+        return None
     args = positional(iterable)
     if iterable.func.value == "enumerate":
         start = keyword(iterable, "start") if len(args) == 1 else (args[1] if len(args) == 2 else None)
         first = loop.target.elements[0].value if isinstance(loop.target, cst.Tuple) and loop.target.elements else None
-        return isinstance(first, cst.Name) and first.value == name and (start is None or literal(start) == 0) and len(args) in (1, 2)
-    if iterable.func.value == "range":
-        return isinstance(loop.target, cst.Name) and loop.target.value == name and (len(args) == 1 or (len(args) in (2, 3) and literal(args[0]) == 0 and (len(args) == 2 or literal(args[2]) == 1)))
-    return False
+        value = 0 if start is None else literal(start)
+        return value if isinstance(first, cst.Name) and first.value == name and value in (0, 1) and len(args) in (1, 2) else None
+    if iterable.func.value == "range" and isinstance(loop.target, cst.Name) and loop.target.value == name:
+        if len(args) == 1:
+            return 0
+        value = literal(args[0]) if len(args) in (2, 3) else None
+        return value if value in (0, 1) and (len(args) == 2 or literal(args[2]) == 1) else None
+    return None
 
 
 def _assigns_zero(node: cst.CSTNode) -> bool:

@@ -1,4 +1,5 @@
-"""Accumulation windows tested as `step % accum == 0`, with the index and a counter from 0."""
+"""Accumulation windows tested as `step % accum == 0` with the index and a counter from 0, and the
+mirror form `(step + 1) % accum == 0` with them from 1."""
 
 
 def train(model, optimizer, batches, accum):
@@ -39,3 +40,22 @@ def train_through_helpers(model, optimizer, batches, accum):
         _micro_step(model, x, scaler, accum)
         if step % accum == 0:
             _apply_update(optimizer, scaler)
+
+
+def train_counted_first(model, optimizer, batches, accum):
+    """The mirror form: the counter advanced at the top of the pass (from 1), the test shifted by one more."""
+    micro = 0
+    for x in batches:
+        micro += 1
+        (model(x).pow(2).mean() / accum).backward()
+        if (micro + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def train_from_one(model, optimizer, batches, accum):
+    for step, x in enumerate(batches, 1):
+        (model(x).pow(2).mean() / accum).backward()
+        if (step + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
