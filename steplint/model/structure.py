@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
-from steplint.model.syntax import import_bindings, walk_expressions
+from steplint.model.syntax import dotted, import_bindings, walk_expressions
 
 LoopNode = Union[cst.For, cst.While]
 EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)  # statements that end a pass early
@@ -62,7 +62,7 @@ class Guard:
     negated: bool
     statement: cst.CSTNode
     early_exit: bool = False
-    raises: bool = False  # the guarded branch ends in `raise`: the run stops there, nothing is skipped
+    raises: bool = False  # the guarded branch ends in `raise` or `sys.exit(...)`: the run stops there, nothing is skipped
     stops: bool = False  # ... or in `break` or `return`: the loop it runs in stops there (if inside one)
 
 
@@ -193,7 +193,7 @@ class _Walker:
     def if_statement(self, statement: cst.If, scope, loops, guards, trail) -> None:
         self.structure.top_of[id(statement)] = self.top
         self.record(statement.test, self.site(scope, loops, guards, trail), scope)
-        raises = ends_in(statement.body, (cst.Raise,))
+        raises = ends_the_run(statement.body)
         self.body(statement.body, statement, scope, loops, guards + (Guard(statement.test, False, statement, raises=raises),), trail)
         orelse = statement.orelse
         negated = guards + (Guard(statement.test, True, statement),)
@@ -262,12 +262,12 @@ def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
     if isinstance(inner, cst.If) and inner.orelse is None and ends_in(inner.body, EXITS):
         # `if accum != 1: if step % accum != 0: return`: past it, the inner test failed wherever the
         # outer one held, and where it did not (no accumulation) every batch ends a window anyway
-        return Guard(inner.test, True, inner, early_exit=True, raises=ends_in(inner.body, (cst.Raise,)), stops=ends_in(inner.body, _STOPS))
+        return Guard(inner.test, True, inner, early_exit=True, raises=ends_the_run(inner.body), stops=ends_in(inner.body, _STOPS))
     if statement.orelse is None:
         if ends_in(statement.body, EXITS):
-            return Guard(statement.test, True, statement, early_exit=True, raises=ends_in(statement.body, (cst.Raise,)), stops=ends_in(statement.body, _STOPS))
+            return Guard(statement.test, True, statement, early_exit=True, raises=ends_the_run(statement.body), stops=ends_in(statement.body, _STOPS))
     elif isinstance(statement.orelse, cst.Else) and ends_in(statement.orelse.body, EXITS) and not ends_in(statement.body, EXITS):
-        return Guard(statement.test, False, statement, early_exit=True, raises=ends_in(statement.orelse.body, (cst.Raise,)),
+        return Guard(statement.test, False, statement, early_exit=True, raises=ends_the_run(statement.orelse.body),
                      stops=ends_in(statement.orelse.body, _STOPS))
     return None
 
@@ -275,6 +275,20 @@ def _early_exit_guard(statement: cst.BaseStatement) -> Optional[Guard]:
 def _only_statement(suite: cst.BaseSuite) -> Optional[cst.BaseStatement]:
     body = suite.body if isinstance(suite, cst.IndentedBlock) else ()
     return body[0] if len(body) == 1 else None
+
+
+_PROCESS_ENDS = ("sys.exit", "exit", "quit", "os._exit", "os.abort")
+
+
+def ends_the_run(suite: cst.BaseSuite) -> bool:
+    """The branch ends in `raise`, or in a call that ends the process (`sys.exit(1)`): nothing after it runs."""
+    if ends_in(suite, (cst.Raise,)):
+        return True
+    body = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
+    last = body[-1] if body else None
+    smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
+    called = smalls[-1].value if smalls and isinstance(smalls[-1], cst.Expr) and isinstance(smalls[-1].value, cst.Call) else None
+    return called is not None and dotted(called.func) in _PROCESS_ENDS
 
 
 def ends_in(suite: cst.BaseSuite, kinds: tuple) -> bool:
