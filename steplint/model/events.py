@@ -11,7 +11,7 @@ import libcst as cst
 from steplint.effects import ACCELERATE_PRECISION
 from steplint.model.roles import ACCELERATOR, EMA, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
-from steplint.model.syntax import dotted, keyword, last_name, positional, walk_expressions
+from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
 
 SKIPPABLE_STEP = "skippable-step"  # an attempted update the framework may skip
 OPTIMIZER_STEP = "optimizer-step"  # a plain optimizer.step(): always commits
@@ -111,6 +111,9 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
         for sub in walk_expressions(node) if skip_flag_named else ():
             if isinstance(sub, cst.Attribute) and sub.attr.value == "optimizer_step_was_skipped" and roles.is_(sub.value, site.scope, ACCELERATOR):
                 events.append(Event(SKIP_FLAG_READ, sub, site, subject=sub.value))
+    if any(e.kind == STATE_LOAD for e in events):
+        snapshots = _kept_snapshots(structure)
+        events = [e for e in events if not (e.kind == STATE_LOAD and _rolled_back(positional(e.node)[0], snapshots))]
     events.extend(_updating_calls(structure, roles, events))
     events.extend(_closure_increments(structure, roles, events))
     # The helper steplint adds is correct by construction: its inside is not training code to check.
@@ -281,6 +284,28 @@ def copies_live_state(argument: cst.BaseExpression) -> bool:
     return any(
         isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value == "state_dict"
         for sub in walk_expressions(argument)
+    )
+
+
+def _kept_snapshots(structure: Structure) -> set:
+    """(holder, key) of each state the module keeps in memory under a key, `cache.store("optimizer",
+    optimizer.state_dict())`: what it reads back from there is a rollback within the run (an LR range
+    test putting the model and optimizer back), not a resume."""
+    found = set()
+    for call, _ in structure.calls:
+        args = call.args
+        if isinstance(call.func, cst.Attribute) and len(args) >= 2 and not args[0].keyword and copies_live_state(args[1].value):
+            key = literal(args[0].value)
+            if isinstance(key, str):
+                found.add((dotted(call.func.value), key))
+    return found
+
+
+def _rolled_back(argument: cst.BaseExpression, snapshots: set) -> bool:
+    """`optimizer.load_state_dict(cache.retrieve("optimizer"))` where the module kept that snapshot (see _kept_snapshots)."""
+    return (
+        isinstance(argument, cst.Call) and isinstance(argument.func, cst.Attribute) and bool(argument.args)
+        and (dotted(argument.func.value), literal(argument.args[0].value)) in snapshots
     )
 
 
