@@ -75,6 +75,27 @@ def test_config_files_tell_the_keys_they_set_true(tmp_path):
     assert found.configs.configured == {"amp", "fp16"}
 
 
+def test_python_config_modules_tell_the_keys_they_set(tmp_path):
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "quality_config.py").write_text(
+        'SEED = 7\nquality_config = {"fp16": False, "optim": {"amp": True}, "lr": 2e-5}\n'
+    )
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "kaggle.py").write_text("class CFG:\n    apex = False\n    scheduler = 'cosine'\n")
+    (tmp_path / "model.py").write_text('defaults = {"bf16": False}\n')  # no config module: code, not settings
+    (tmp_path / "broken_config.py").write_text("settings = {\n")
+    found = read_launches(str(tmp_path))
+    assert found.configs.config_false == {"quality_config.fp16", "CFG.apex"}
+    assert found.configs.configured == {"amp"}
+
+
+def test_a_settings_field_default_is_declared_not_set(tmp_path):
+    found = Launches()
+    found.note_code("@dataclass\nclass Args:\n    fp16: bool = True\n\ncfg.amp = True\n")
+    assert "fp16" in found.declared_true and "fp16" not in found.set_in_code
+    assert "amp" in found.set_in_code
+
+
 def test_launch_files_are_read_from_the_project_tree(tmp_path):
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "pretrain.sh").write_text("python train.py --amp\n")

@@ -441,7 +441,8 @@ class CommandLine:
         """(False, its label) for a key the config files set false, each time, and nothing sets true (by its name:
         `self.config.run_cfg.get("loss_scale")` reads the `run:` section's `loss_scale`), the path read, or the
         one of the same name."""
-        if len(keys) < 2 or keys[-1] in self.written:
+        # (the module's own writes of a false literal, `if not use_cuda: self.args.fp16 = False`, keep it off)
+        if len(keys) < 2 or keys[-1] in self.written and not all(v is not None and literal(v) is False for v, _, _ in self.written_values.get(keys[-1], [(None,) * 3])):
             return None
         below = ".".join(keys[1:])
         named = [p for p in sorted(self.switched_off) if p.rsplit(".", 1)[-1] == keys[-1]]

@@ -16,6 +16,7 @@ a run reads such a key (`hps.train.fp16_run`) as false, unless a launch line set
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import posixpath
@@ -35,6 +36,8 @@ MAX_LAUNCH_TOTAL_BYTES = 16_000_000  # read in all: a tree full of data files is
 _PRIORITY = {".md": 1, ".rst": 1, ".txt": 2, ".ipynb": 2, ".yaml": 3, ".yml": 3, ".json": 4, ".cfg": 3, ".ini": 3, ".toml": 3}
 
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".cfg", ".ini", ".toml")
+# A Python module of settings, by its name or its folder: `monotransquest_config.py`, `configs/base.py`, `cfg.py`
+_PYTHON_CONFIG = re.compile(r"(?:^|/)(?:[^/]*config[^/]*|cfg|[^/]*_cfg|hparams)\.py$|(?:^|/)configs?/[^/]+\.py$")
 _DOC_SUFFIXES = (".md", ".rst", ".txt")
 _SET_TRUE = re.compile(r"""^[ \t]*["']?([A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*(?:true|True|TRUE|yes|Yes|on|1)\b""", re.M)
 _TRUE_WORDS = ("true", "yes", "on", "1")
@@ -48,6 +51,7 @@ _SECTION = re.compile(r"^[ \t]*\[+[ \t]*([\w.-]+)[ \t]*\]+")
 _TRUE_VALUE = re.compile(r"=[ \t]*(?:true|True|1)\b")
 _KEY_BEFORE = re.compile(r"""([A-Za-z_][\w-]*)["']?\]?(?:[ \t]*:[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?)?[ \t]*$""")  # (also `amp: bool = True`)
 # ...and as a dict entry (`{"fp16": True}`), or an argparse option that is on unless a run turns it off
+_FIELD_TRUE = re.compile(r"^[ \t]+([A-Za-z_]\w*)[ \t]*:[ \t]*bool[ \t]*=[ \t]*True\b", re.M)  # a class field's default (`fp16: bool = True`)
 _TRUE_ENTRY = re.compile(r"""["']([A-Za-z_][\w-]*)["'][ \t]*:[ \t]*(?:true|True)\b""")
 _TRUE_OPTION = re.compile(r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]*?(?:\bdefault[ \t]*=[ \t]*True\b|["']store_false["'])""")
 # The keys that may switch loss scaling on, among those set true (the rest says nothing about it)
@@ -113,8 +117,10 @@ class Launches:
         the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
         self._shared = self._unclaimed = None
         if keys:
-            self.set_in_code.update(keys_set_true(text, declarations=False))
-            self.declared_true.update(_declared_true(text))
+            # (a settings class's field default, `fp16: bool = True`, is a declared default, as an option's:
+            # config files that set the key false win over it)
+            self.set_in_code.update(keys_set_true(_FIELD_TRUE.sub("", text), declarations=False))
+            self.declared_true.update(_declared_true(text) | {m.group(1) for m in _FIELD_TRUE.finditer(text)})
             assigned = self._precision_assigned()
             if assigned is not None:
                 self.assigned_in_code.update(m.group(1) for m in assigned.finditer(text))
@@ -275,6 +281,7 @@ def read_launches(root: str) -> Launches:
     # Scripts first, then docs, then configs: a tree of data files (`.json` annotations) uses up the
     # budget, not the scripts' command lines.
     paths, found.modules = _launch_files(root)
+    paths += [os.path.join(root, module) for module in sorted(found.modules or ()) if _PYTHON_CONFIG.search(module)]
     for path in sorted(paths, key=lambda p: _PRIORITY.get(os.path.splitext(p)[1], 0)):
         try:
             size = os.path.getsize(path)
@@ -284,6 +291,12 @@ def read_launches(root: str) -> Launches:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
         except OSError:
+            continue
+        if path.endswith(".py"):  # (a Python config module: its dicts and classes of settings)
+            keys = ConfigKeys()
+            _read_python_config(keys, text)
+            found.config_files[os.path.relpath(path, root).replace(os.sep, "/")] = keys
+            found.configs.merge(keys)
             continue
         config = path.endswith(_CONFIG_SUFFIXES)
         add_launch_text(found, text, keys=not config, docs=path.endswith(_DOC_SUFFIXES))
@@ -312,19 +325,49 @@ def _declared_true(text: str) -> Set[str]:
     return {m.group(1).replace("-", "_") for m in _TRUE_OPTION.finditer(text)}
 
 
+def _note_config_value(found: "ConfigKeys", path: str, value: object, typed: bool) -> None:
+    """Note what a config sets `path` to (`typed`: a parsed value, where None is no value, not false)."""
+    word = str(value).strip().strip("\"'").lower()
+    if word in _TRUE_WORDS:
+        found.set_true.add(path.rsplit(".", 1)[-1].replace("-", "_"))
+    elif (word in _FALSE_WORDS or _is_zero(word)) and (value is not None or not typed):
+        found.config_false.add(path)
+    if PRECISION_KEY.search(path.rsplit(".", 1)[-1]) and (value is not None or not typed):
+        # (as written, quotes kept: `fp16` and `FP16`, `16` and `"16"` are other values to the code that compares them)
+        written = json.dumps(value) if typed else str(value).strip()
+        found.config_values.setdefault(path, set()).add(written)
+
+
+def _read_python_config(found: "ConfigKeys", text: str) -> None:
+    """The settings a Python config module writes as literals: `train_config = {"fp16": False, ...}` and
+    `class CFG: amp = False` at its top level, by key path (`train_config.fp16`, `CFG.amp`)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return
+    pending: List[Tuple[str, ast.AST]] = []
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            pending.append((statement.targets[0].id + ".", statement.value))
+        elif isinstance(statement, ast.ClassDef):
+            pending.extend((f"{statement.name}.{s.targets[0].id}.", s.value) for s in statement.body
+                           if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
+    while pending:
+        prefix, value = pending.pop()
+        if isinstance(value, ast.Dict):
+            pending.extend((f"{prefix}{k.value}.", v) for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant) and isinstance(k.value, str))
+        elif isinstance(value, ast.Constant) and "." in prefix[:-1] and (isinstance(value.value, (bool, str)) or type(value.value) in (int, float)):
+            if value.value is True:
+                found.configured.add(prefix[:-1].rsplit(".", 1)[-1])
+            if isinstance(value.value, bool) or value.value in (0, 1) or PRECISION_KEY.search(prefix[:-1].rsplit(".", 1)[-1]):
+                _note_config_value(found, prefix[:-1], value.value, typed=True)
+
+
 def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
     """The key paths a config file sets true or false (JSON parsed; YAML, TOML, INI read by their
     indentation and sections)."""
     def note(path: str, value: object) -> None:
-        word = str(value).strip().strip("\"'").lower()
-        if word in _TRUE_WORDS:
-            found.set_true.add(path.rsplit(".", 1)[-1].replace("-", "_"))
-        elif (word in _FALSE_WORDS or _is_zero(word)) and (value is not None or not is_json):
-            found.config_false.add(path)
-        if PRECISION_KEY.search(path.rsplit(".", 1)[-1]) and (value is not None or not is_json):
-            # (as written, quotes kept: `fp16` and `FP16`, `16` and `"16"` are other values to the code that compares them)
-            written = json.dumps(value) if is_json else str(value).strip()
-            found.config_values.setdefault(path, set()).add(written)
+        _note_config_value(found, path, value, is_json)
 
     if is_json:
         try:
