@@ -75,7 +75,10 @@ def _is_literal_default(value: cst.BaseExpression) -> bool:
 
 
 def divides_by_window(modulo: cst.BinaryOperation) -> bool:
-    """`x % accum`: the modulus is the accumulation length (`(step // accum) % 2` alternates, it is no window)."""
+    """`x % accum`: the modulus is the accumulation length (`(step // accum) % 2` alternates, it is no window;
+    `x % (len(loader) // accum)`, a count of windows, finds an epoch's end, not a window's)."""
+    if isinstance(modulo.right, cst.BinaryOperation) and isinstance(modulo.right.operator, (cst.FloorDivide, cst.Divide)):
+        return False
     text = " ".join(filter(None, (dotted(n) for n in walk_expressions(modulo.right) if isinstance(n, (cst.Name, cst.Attribute)))))
     return bool(_ACCUMULATION_NAME.search(text))
 
