@@ -295,7 +295,7 @@ class CommandLine:
         """(the value of the parsed option `name` in every run the project shows that runs `scope`, `label`),
         or (..., None)."""
         default = self.declared.get(name, ...)
-        if default is ... or name in self.written:
+        if default is ... or name in self.written or name in _GIVEN_BY_LAUNCHERS:
             return ..., None
         aliases = self.aliases.get(name, {name})
         if not any(alias in self.given for alias in aliases):
@@ -579,6 +579,9 @@ def _key_path(expr: cst.BaseExpression) -> list:
             return []
 
 
+# Options a distributed launcher gives every process it starts, whatever the command line says
+# (`torch.distributed.launch` and `deepspeed` pass `--local_rank=N`): their defaults decide nothing.
+_GIVEN_BY_LAUNCHERS = frozenset({"local_rank"})
 _STRING_TESTS = ("isdigit", "isnumeric", "isdecimal", "lower", "upper", "strip")
 
 
