@@ -1,7 +1,8 @@
 """## What it does
 Finds a scheduler step, or an update counter that feeds the schedule or the end of the run, that
 advances only on some ranks: under `if rank == 0:`, `if accelerator.is_main_process:`,
-`if local_rank == 0:` and the like.
+`if local_rank == 0:` and the like; and a scheduler's state restored only on some ranks
+(`if rank == 0: lr_scheduler.load_state_dict(...)`, with no broadcast after it in its function).
 
 ## Why is this bad?
 Every rank holds its own scheduler and its own counter. Advancing them on rank 0 alone leaves the
@@ -24,6 +25,11 @@ scheduler.step()
 if rank == 0:
     print(f"lr {scheduler.get_last_lr()[0]:.2e}")
 ```
+
+A resume that reads the checkpoint on rank 0 alone gives the other ranks the model's weights when DDP
+wraps it, but not the schedule's state: they start their schedule over (reported without a fix; every
+rank must read the state, or rank 0 must broadcast it). Restores through a scheduler whose role rests
+on its name alone are not reported.
 
 Logging, checkpointing and evaluation may stay on one rank; only the schedule state must advance
 everywhere. A counter that feeds only a save cadence may stay on one rank too, unless that cadence
@@ -50,7 +56,8 @@ when an object whose state it restores is built again after the restore; and a l
 import libcst as cst
 
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
-from steplint.model import COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
+from steplint.model import COLLECTIVE, COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD
+from steplint.model.roles import NAME, SCHEDULER
 from steplint.model.guards import RANK
 from steplint.model.syntax import bound_names, last_name, walk_expressions
 from steplint.rewrite import after_statement, lone_statement, move_to
@@ -63,6 +70,12 @@ STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP, SCHEDULER_STEP)
 
 @rule("SL402", "rank-conditional-schedule", "Schedule state advances on some ranks only", fix="sometimes")
 def check(model):
+    for load, rank in _restored_on_some_ranks(model):
+        name = model.text.of(load.subject)
+        yield Finding(load.node, (
+            f"`{name}` is restored only on the ranks where `{model.text.of(rank.test)}`: the other ranks start their schedule over, "
+            "and the ranks train with different learning rates; restore it on every rank (no fix)"
+        ))
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         if event.kind == SCHEDULER_STEP and (event.role is None or event.role.engine_owned):
             continue
@@ -88,6 +101,17 @@ def check(model):
             yield Finding(event.node, message + " (on a metric every rank has, e.g. all-reduced first)", None)
             continue
         yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, SAFE))
+
+
+def _restored_on_some_ranks(model):
+    """Scheduler restores (`scheduler.load_state_dict(...)`) under a rank test, with no collective after them in
+    their function to hand the state on: the other ranks start their schedule over."""
+    for load in model.of_kind(STATE_LOAD):
+        if load.role is None or load.role.kind != SCHEDULER or load.role.evidence <= NAME:
+            continue
+        ranks = [guard for guard in model.guards.of_kind(load.site, RANK) if not guard.raises]
+        if ranks and not any(c.order > load.order for c in model.events_in(load.site.scope, COLLECTIVE)):
+            yield load, ranks[-1]
 
 
 def _waits_on_all_ranks(model, increment):

@@ -36,7 +36,7 @@ HELPER_STATE = "helper-state"  # a call of a project function that steps the sch
 EMA_UPDATE = "ema-update"  # ema.update(model), averaged.update_parameters(model), ema_model.step(params)
 
 _LOG_CALLS = {"print", "log", "info", "debug", "warning", "add_scalar", "add_scalars", "log_dict", "log_metrics", "set_postfix"}
-_COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "gather", "gather_for_metrics", "all_gather_into_tensor"}
+_COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "gather", "gather_for_metrics", "all_gather_into_tensor", "broadcast_object_list", "all_gather_object"}
 
 CLIP_FUNCTIONS = {
     f"torch.nn.utils.{module}{name}"
