@@ -212,3 +212,18 @@ def test_apex_initialized_disabled_in_every_call_scales_nothing():
                 + f"\nfrom apex import amp\n\ndef setup(model, optimizer, flag):\n    return amp.initialize(model, optimizer, enabled={enabled})\n")
         model = build_model(Source("train.py", text), cst.parse_module(parser_text(text)), Settings(), ModuleContext("train.py", launch_options=["lr"]))
         assert (model.roles.apex_disabled is not None) == off, enabled
+
+
+@pytest.mark.parametrize("option, takes_a_run_value", [
+    ("--precision", True),  # default None: the value (a path, an epoch) comes with the run
+    ("--gradient-norm", True),  # default -1.0: a sentinel no run's value is
+    ("--fp32", False),  # a flag, off unless a launch gives it
+    ("--accumulation", False),  # default 1: a value runs use as it is
+    ("--amp-dtype", False),
+    ("--undeclared", False),
+])
+def test_value_options_are_those_whose_default_is_no_runs_value(option, takes_a_run_value):
+    """A restore under such an option (`--load_epoch N`, default -1) is the resume run after a crash."""
+    text = PARSER + "\n"
+    model = build_model(Source("train.py", text), cst.parse_module(parser_text(text)), Settings(), ModuleContext("train.py", launch_options=[]))
+    assert model.roles.command_line.value_option(option) is takes_a_run_value

@@ -227,11 +227,12 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     model.callers_read = roles.callers_read  # (one set: a fact read later adds to it)
     model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
     # What runs only under a flag no run of the project gives (`if args.load_optimizer_scheduler:`) does not run.
-    # A restore under a path option (`--resume PATH`, default None) is the resume a user runs after a crash,
-    # with the path of that run: no launch file can show it, and it runs all the same.
+    # A restore under an option that takes a value (`--resume PATH` with default None, `--load_epoch N` with
+    # default -1) is the resume a user runs after a crash, with the path or epoch of that run: no launch file
+    # can show it, and it runs all the same.
     def runs(event: Event) -> bool:
         option = roles.command_line.never_runs(event.site)
-        return option is None or event.kind == STATE_LOAD and roles.command_line.path_option(option)
+        return option is None or event.kind == STATE_LOAD and roles.command_line.value_option(option)
     model.events = [e for e in model.events if runs(e)]
     if project is not None:
         model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)

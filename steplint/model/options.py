@@ -449,11 +449,15 @@ class CommandLine:
         found = next((p for p in named if p == below or p.endswith("." + below)), named[0] if named else None)
         return (False, f"config:{found}") if found is not None else None
 
-    def path_option(self, option: Optional[str]) -> bool:
-        """`--resume`: an option the module's parser declares with default None and no action (it takes a
-        value per run, a path), as opposed to a flag off by default."""
+    def value_option(self, option: Optional[str]) -> bool:
+        """`--resume PATH`, `--load_epoch N`: an option the module's parser declares to take a value per run,
+        with a default that is no run's value (None, "", or a negative sentinel such as -1), as opposed to a
+        flag off by default (`--load_optimizer_scheduler`)."""
         name = option[2:].replace("-", "_") if option and option.startswith("--") else None
-        return name is not None and name in self.declared and self.declared[name] is None
+        if name is None or name not in self.declared:
+            return False
+        default = self.declared[name]
+        return default is None or default == "" or type(default) in (int, float) and default < 0
 
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
