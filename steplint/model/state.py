@@ -849,12 +849,20 @@ def _entries(node: cst.Dict) -> Optional[Dict[str, cst.BaseExpression]]:
 def _built_up(model: "ModuleModel", save: Event, name: str) -> Optional[Checkpoint]:
     """`ckpt = {...}` then `ckpt["scheduler"] = ...` in the same function, before the save."""
     entries: Optional[Dict[str, cst.BaseExpression]] = None
+    built = None  # the site of the last assignment of the whole dict
     for node, site in _assignments_to(model).get((id(save.site.scope), name), ()):
         if site.order >= save.order:
             break
         target = node.targets[0].target
         if isinstance(target, cst.Name):
-            entries = _entries(node.value) if isinstance(node.value, cst.Dict) else None
+            fresh = _entries(node.value) if isinstance(node.value, cst.Dict) else None
+            if built is not None and model.passes.exclusive(built, site):
+                # (`if scaler: ckpt = {..., "scaler": ...}` / `else: ckpt = {...}`: either is the one saved, and
+                # an entry one of them stores is there whenever its object is)
+                entries = {**fresh, **entries} if entries is not None and fresh is not None else None
+            else:
+                entries = fresh
+            built = site
         elif entries is not None:
             index = target.slice[0].slice if len(target.slice) == 1 else None
             if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
