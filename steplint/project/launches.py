@@ -95,13 +95,23 @@ class Launches:
         return sorted(p for p in (configs or self.configs).config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in on)
 
     def precision_values(self, configs: Optional["ConfigKeys"] = None) -> Dict[str, List[str]]:
-        """Precision key paths (`train.amp_dtype`) -> the values the config files (`configs`: those a
-        script's launches name) give them, for the keys no launch line gives and no code of the project
-        assigns: what the run reads is one of those values."""
+        """Precision key paths (`train.amp_dtype`), and keys set to numbers, -> the values the config files
+        (`configs`: those a script's launches name) give them, for the keys no launch line gives and no code
+        of the project assigns: what the run reads is one of those values."""
         found, on = {}, self.switched_on(configs)  # (a key some file, launch or code sets true, by name, as `switched_off`)
-        for path, words in sorted((configs or self.configs).config_values.items()):
+        configs = configs or self.configs
+        for path, words in sorted(configs.config_values.items()):
             key = path.rsplit(".", 1)[-1].replace("-", "_")
             if key not in self.mentioned and key not in self.assigned_in_code and key not in on:
+                found[path] = sorted(words)
+        # Numbers too (`TRAIN.ACCUMULATION_STEPS: 1`, `_C.TRAIN.ACCUMULATION_STEPS = 0`), for the keys no launch line
+        # mentions and no code sets or copies from one (`config.TRAIN.ACCUMULATION_STEPS = args.accumulation_steps`)
+        # (a literal the code writes, the default `_C.TRAIN.ACCUMULATION_STEPS = 1`, is one of the numbers read)
+        mentioned = {key.lower() for key in self.mentioned}
+        elsewhere = {key.lower() for key in self.launch_true | self._copied_from(self.launch_true | self.mentioned)}
+        for path, words in sorted(configs.numbers.items()):
+            key = path.rsplit(".", 1)[-1].replace("-", "_").lower()
+            if key not in mentioned and key not in elsewhere:
                 found[path] = sorted(words)
         return found
 
@@ -126,7 +136,7 @@ class Launches:
                 self.assigned_in_code.update(m.group(1) for m in assigned.finditer(text))
             for match in _COPIED.finditer(text):
                 target, source = match.group(1) or match.group(2), match.group(3) or match.group(4)
-                if target != source and _SWITCH.search(target):
+                if target != source:  # (`config.TRAIN.ACCUMULATION_STEPS = args.accumulation_steps`: any key a launch may set)
                     self.copied.setdefault(target.replace("-", "_"), set()).add(source.replace("-", "_"))
         for match in _TOP_LEVEL_SET.finditer(text) if globals_ else ():
             self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
@@ -151,16 +161,21 @@ class Launches:
         name only: evidence for the key itself, not for what copies it.)"""
         configs = configs or self.configs
         set_true = self.launch_true | configs.set_true
-        evidence, copies_on = set_true | configs.configured | self.mentioned, set()
-        pending = True
-        while pending:  # (chains of copies: each round adds at least one key, or ends)
-            pending = [key for key, sources in self.copied.items() if key not in copies_on and sources & (evidence | copies_on)]
-            copies_on.update(pending)
+        copies_on = self._copied_from(set_true | configs.configured | self.mentioned)
         # (a default is what a run takes when nothing sets the option: where the config files set the key, and each
         # to false, the runs take it from them, as scripts that copy a config onto their parsed options do)
         set_false = {p.rsplit(".", 1)[-1].replace("-", "_") for p in configs.config_false}
         declared = {key for key in self.declared_true if key not in set_false or key in configs.configured}
         return set_true | configs.configured | self.set_in_code | declared | copies_on
+
+    def _copied_from(self, evidence: Set[str]) -> Set[str]:
+        """The keys the code copies from one of `evidence`, or from another such copy."""
+        copies_on: Set[str] = set()
+        pending = True
+        while pending:  # (chains of copies: each round adds at least one key, or ends)
+            pending = [key for key, sources in self.copied.items() if key not in copies_on and sources & (evidence | copies_on)]
+            copies_on.update(pending)
+        return copies_on
 
     def contested_globals(self) -> List[str]:
         """Globals the project's modules set to more than one value."""
@@ -258,6 +273,7 @@ class ConfigKeys:
     set_true: Set[str] = field(default_factory=set)  # last keys a config file sets true
     config_false: Set[str] = field(default_factory=set)  # dotted key paths the config files set false (`train.fp16_run`)
     config_values: Dict[str, Set[str]] = field(default_factory=dict)  # precision key path -> each value the config files give it (`train.amp_dtype`: fp32)
+    numbers: Dict[str, Set[str]] = field(default_factory=dict)  # path of another key set to a number -> each number (`TRAIN.ACCUMULATION_STEPS`: 0)
 
     def merge(self, other: "ConfigKeys") -> None:
         self.configured |= other.configured
@@ -265,6 +281,8 @@ class ConfigKeys:
         self.config_false |= other.config_false
         for path, words in other.config_values.items():
             self.config_values.setdefault(path, set()).update(words)
+        for path, words in other.numbers.items():
+            self.numbers.setdefault(path, set()).update(words)
 
 
 def _same_file(written: str, relative: str) -> bool:
@@ -328,11 +346,15 @@ def _declared_true(text: str) -> Set[str]:
 def _note_config_value(found: "ConfigKeys", path: str, value: object, typed: bool) -> None:
     """Note what a config sets `path` to (`typed`: a parsed value, where None is no value, not false)."""
     word = str(value).strip().strip("\"'").lower()
-    if word in _TRUE_WORDS:
-        found.set_true.add(path.rsplit(".", 1)[-1].replace("-", "_"))
+    key = path.rsplit(".", 1)[-1]
+    # (`ACCUMULATION_STEPS: 4` is as true as a switch set on; a precision's number, `mixed_dtype: 16`, is one of its values)
+    if word in _TRUE_WORDS or _is_nonzero(word) and not PRECISION_KEY.search(key):
+        found.set_true.add(key.replace("-", "_"))
     elif (word in _FALSE_WORDS or _is_zero(word)) and (value is not None or not typed):
         found.config_false.add(path)
-    if PRECISION_KEY.search(path.rsplit(".", 1)[-1]) and (value is not None or not typed):
+    if not PRECISION_KEY.search(key) and (type(value) in (int, float) or not typed and (_is_zero(word) or _is_nonzero(word))):
+        found.numbers.setdefault(path, set()).add(json.dumps(value) if typed else word)
+    if PRECISION_KEY.search(key) and (value is not None or not typed):
         # (as written, quotes kept: `fp16` and `FP16`, `16` and `"16"` are other values to the code that compares them)
         written = json.dumps(value) if typed else str(value).strip()
         found.config_values.setdefault(path, set()).add(written)
@@ -349,6 +371,8 @@ def _read_python_config(found: "ConfigKeys", text: str) -> None:
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
             pending.append((statement.targets[0].id + ".", statement.value))
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and (path := _attribute_path(statement.targets[0])):
+            pending.append((path + ".", statement.value))  # (a yacs default: `_C.TRAIN.ACCUMULATION_STEPS = 0`)
         elif isinstance(statement, ast.ClassDef):
             pending.extend((f"{statement.name}.{s.targets[0].id}.", s.value) for s in statement.body
                            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
@@ -359,8 +383,17 @@ def _read_python_config(found: "ConfigKeys", text: str) -> None:
         elif isinstance(value, ast.Constant) and "." in prefix[:-1] and (isinstance(value.value, (bool, str)) or type(value.value) in (int, float)):
             if value.value is True:
                 found.configured.add(prefix[:-1].rsplit(".", 1)[-1])
-            if isinstance(value.value, bool) or value.value in (0, 1) or PRECISION_KEY.search(prefix[:-1].rsplit(".", 1)[-1]):
+            if isinstance(value.value, bool) or type(value.value) in (int, float) or PRECISION_KEY.search(prefix[:-1].rsplit(".", 1)[-1]):
                 _note_config_value(found, prefix[:-1], value.value, typed=True)
+
+
+def _attribute_path(target: ast.AST) -> Optional[str]:
+    """`_C.TRAIN.AMP` of an assignment to an attribute of a module-level name, as a key path."""
+    parts = []
+    while isinstance(target, ast.Attribute):
+        parts.append(target.attr)
+        target = target.value
+    return ".".join([target.id] + parts[::-1]) if isinstance(target, ast.Name) and parts else None
 
 
 def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
@@ -379,7 +412,7 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
             prefix, value = pending.pop()
             if isinstance(value, dict):
                 pending.extend((f"{prefix}{k}.", v) for k, v in value.items() if isinstance(k, str))
-            elif isinstance(value, bool) or isinstance(value, int) and value in (0, 1):
+            elif isinstance(value, bool) or type(value) in (int, float):
                 note(prefix[:-1], value)
             elif isinstance(value, (str, int, float)) and PRECISION_KEY.search(prefix[:-1].rsplit(".", 1)[-1]):
                 note(prefix[:-1], value)
@@ -409,6 +442,13 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
             empty = (indent, path)
     if empty is not None:
         note(empty[1], "")
+
+
+def _is_nonzero(word: str) -> bool:
+    try:
+        return float(word) != 0.0
+    except ValueError:
+        return False
 
 
 def _is_zero(word: str) -> bool:
