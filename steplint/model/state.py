@@ -392,7 +392,9 @@ class State:
             scope = next((s for s in self.model.structure.scopes if s.name == owner and s.parent is None), None)
             if scope is None or "." in name or name not in scope.local_names or name in {p.name.value for p in scope.params}:
                 continue
-            if _kept_to_itself(self.model, scope, name):
+            # (a function that builds its own optimizer too is a stage of its own, `finetune()` after pretraining:
+            # what it steps starts over with it by design, and no resume of its caller restores any of it)
+            if _kept_to_itself(self.model, scope, name) and not self.optimizers_built_in(scope):
                 found.append((scope, key))
         return found
 
