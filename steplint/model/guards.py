@@ -20,7 +20,7 @@ import libcst as cst
 
 from steplint.model.events import OPTIMIZER_STEP, SCALE_READ, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import assignment_targets, conjuncts, dotted, last_name, literal, names_in, walk_expressions
+from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, last_name, literal, names_in, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -500,9 +500,13 @@ class Guards:
         return False
 
     def _divides_by_one_only(self, test: cst.BaseExpression, scope: Scope) -> bool:
-        """The test is one comparison of `step % accum` (or `(step + 1) % accum`) with `accum` 1 as written."""
-        modulo = test.left if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 else None
-        return isinstance(modulo, cst.BinaryOperation) and isinstance(modulo.operator, cst.Modulo) and one_as_written(self.model, modulo.right, scope)
+        """The test is one comparison of `step % accum` (or `(step + 1) % accum`) with `accum` 1 as written, alone
+        or as one alternative of an `or` (`(i + 1) % accum == 0 or i + 1 == len(loader)`): true on every batch."""
+        for alternative in disjuncts(test):
+            modulo = alternative.left if isinstance(alternative, cst.Comparison) and len(alternative.comparisons) == 1 else None
+            if isinstance(modulo, cst.BinaryOperation) and isinstance(modulo.operator, cst.Modulo) and one_as_written(self.model, modulo.right, scope):
+                return True
+        return False
 
     def add_overflow_guards(self, found: OverflowHandling) -> None:
         """Events that run only after a committed update of a step an `except OverflowError` may drop

@@ -362,7 +362,7 @@ def _note_config_value(found: "ConfigKeys", path: str, value: object, typed: boo
 
 def _read_python_config(found: "ConfigKeys", text: str) -> None:
     """The settings a Python config module writes as literals: `train_config = {"fp16": False, ...}` and
-    `class CFG: amp = False` at its top level, by key path (`train_config.fp16`, `CFG.amp`)."""
+    `class CFG: amp = False` (and `dict(fp16=False)`) at its top level, by key path (`train_config.fp16`, `CFG.amp`)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
@@ -380,6 +380,8 @@ def _read_python_config(found: "ConfigKeys", text: str) -> None:
         prefix, value = pending.pop()
         if isinstance(value, ast.Dict):
             pending.extend((f"{prefix}{k.value}.", v) for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant) and isinstance(k.value, str))
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":  # (`optimizer = dict(lr=1e-4, ...)`)
+            pending.extend((f"{prefix}{k.arg}.", k.value) for k in value.keywords if k.arg is not None)
         elif isinstance(value, ast.Constant) and "." in prefix[:-1] and (isinstance(value.value, (bool, str)) or type(value.value) in (int, float)):
             if value.value is True:
                 found.configured.add(prefix[:-1].rsplit(".", 1)[-1])
