@@ -72,6 +72,7 @@ class CommandLine:
     runs_code: bool = False  # the module runs code from text (`exec(open("configurator.py").read())`): its globals may come from config files
     contested: Set[str] = field(default_factory=set)  # globals the project's modules set to more than one value
     set_true: Set[str] = field(default_factory=set)  # switches of loss scaling a config file, launch line or code of the project sets true
+    given_to_scripts: Set[str] = field(default_factory=set)  # switches of loss scaling a launch line gives the script it names
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
     text_options: Set[str] = field(default_factory=set)  # options declared with no type or action: a launch's value is a text
@@ -395,6 +396,8 @@ class CommandLine:
         key = keys[-1] if keys and isinstance(keys[-1], str) else None
         if key is None or key in self.given or key in self.set_true or key in self.configured or self.declared.get(key, False) is not False:
             return None
+        if key in self.given_to_scripts and key not in self.declared:
+            return None  # (given to the script that hands its options over: `train.py --fp16`, read here as `self.args.fp16`)
         if any(value is not None and self._as_run(value, owner, 1)[0] is True for value, owner, _ in self.written_values.get(key, ())):
             return None  # (the module sets it true as run: `args.amp = not args.noamp`, `--noamp` given by no launch)
         return f"unproven:{key}"
@@ -599,6 +602,7 @@ def read_command_line(structure: Structure, project, text: str = "") -> CommandL
     found = CommandLine(given=set(project.launch_options) if launched else None, configured=set(project.configured_options) if launched else set(),
                         switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set(),
                         set_true=set(project.switches_set_true) if launched else set(),
+                        given_to_scripts=set(project.switches_given_to_scripts) if launched else set(),
                         precision_values=dict(project.precision_values) if launched else {},
                         launch_values=project.launch_values if launched else None)
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)

@@ -235,7 +235,13 @@ class Launches:
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
                 "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
+                "switches_given_to_scripts": sorted(k for k in self._given_to_scripts() if _SWITCH.search(k)),
                 "precision_values": self.precision_values(configs)}
+
+    def _given_to_scripts(self) -> Set[str]:
+        """The options the launch lines give the scripts they name: a switch one gives (`train.py --fp16`) reaches
+        the modules the script hands its options to (`Trainer(args)` in engine.py reading `self.args.fp16`)."""
+        return {option for entries in self.by_script.values() for _, options in entries for option in options if option != ANY_OPTION}
 
     def _config_files_named(self, name: str) -> Set[str]:
         """The config files of the project a launch line's `name` (`configs/ljs.json`) may be (memoised:
