@@ -455,12 +455,12 @@ class CommandLine:
     def value_option(self, option: Optional[str]) -> bool:
         """`--resume PATH`, `--load_epoch N`: an option the module's parser declares to take a value per run,
         with a default that is no run's value (None, "", or a negative sentinel such as -1), as opposed to a
-        flag off by default (`--load_optimizer_scheduler`)."""
+        flag off by default (`--load_optimizer_scheduler`); or a config key every config file gives such a value."""
+        if option and option.startswith("config:"):  # (`load_epoch: -1` in every config file: the same, as a config key)
+            values = [scalar(word) for word in self.precision_values.get(option[len("config:"):], ())]
+            return bool(values) and all(map(_no_runs_value, values))
         name = option[2:].replace("-", "_") if option and option.startswith("--") else None
-        if name is None or name not in self.declared:
-            return False
-        default = self.declared[name]
-        return default is None or default == "" or type(default) in (int, float) and default < 0
+        return name is not None and name in self.declared and _no_runs_value(self.declared[name])
 
     def never_runs(self, site) -> Optional[str]:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
@@ -590,6 +590,11 @@ def _key_path(expr: cst.BaseExpression) -> list:
 # (`torch.distributed.launch` and `deepspeed` pass `--local_rank=N`): their defaults decide nothing.
 _GIVEN_BY_LAUNCHERS = frozenset({"local_rank"})
 _STRING_TESTS = ("isdigit", "isnumeric", "isdecimal", "lower", "upper", "strip")
+
+
+def _no_runs_value(default: object) -> bool:
+    """None, "", or a negative number: a default that stands for "not given" (`--load_epoch -1`)."""
+    return default is None or default == "" or type(default) in (int, float) and default < 0
 
 
 def option_of(test: cst.Attribute) -> str:
