@@ -689,7 +689,10 @@ class RoleTable:
                     return nested
                 enclosing = enclosing.parent
             candidate = self._functions.get(func.value)
-            return candidate if candidate is not None and candidate.class_name is None else None
+            if candidate is None:  # (building an instance of a class of this module runs its `__init__`)
+                candidate = self._functions.get(f"{func.value}.__init__")
+                return candidate if candidate is not None and candidate.parent is None and candidate.class_name == func.value else None
+            return candidate if candidate.class_name is None else None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
             return self._functions.get(f"{scope.class_name}.{func.attr.value}")
         return None
