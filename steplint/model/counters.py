@@ -97,6 +97,8 @@ class Counters:
         derived = {key}
         for node, site in self.model.statements_in(scope, key):
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and not derived.isdisjoint(self.model.keys_in(node.value, site.scope)):
+                if self._result_not_computed_from(node.value, site.scope, derived, visited | {(scope.name, key)}):
+                    continue
                 target_key = self.model.roles.key(node.targets[0].target, site.scope)
                 if target_key and target_key != key:
                     derived.add(target_key)
@@ -104,6 +106,33 @@ class Counters:
             if (caller_scope.name, caller_key) not in visited:
                 derived |= self._derived_keys(caller_scope, caller_key, visited | {(scope.name, key)})
         return derived
+
+    def _result_not_computed_from(self, value: cst.BaseExpression, scope: Scope, derived: Set[str], visited: frozenset) -> bool:
+        """`metrics = self.evaluate(epoch, niters=niters)`: the counter handed to a function of this module
+        whose returns read none of the parameters it lands in (it logs it): the result owes it nothing."""
+        while isinstance(value, (cst.Subscript, cst.Attribute)):  # (`self.evaluate(epoch, niters)[0]`)
+            value = value.value
+        callee = self.model.roles.callee(value.func, scope) if isinstance(value, cst.Call) else None
+        if callee is None or not derived.isdisjoint(self.model.keys_in(value.func, scope)):
+            return False
+        params = list(callee.params)
+        if callee.self_name and params and params[0].name.value == callee.self_name:
+            params = params[1:]
+        by_name = {p.name.value: p for p in params}
+        landing = []
+        for index, argument in enumerate(value.args):
+            if derived.isdisjoint(self.model.keys_in(argument.value, scope)):
+                continue
+            param = None if argument.star else by_name.get(argument.keyword.value) if argument.keyword else params[index] if index < len(params) else None
+            key = self.model.roles.key(param.name, callee) if param is not None else None
+            if key is None:
+                return False
+            landing.append(key)
+        if any((callee.name, key) in visited for key in landing):
+            return False  # (a recursion: not followed)
+        returns = [n.value for n, _ in self.model.statements_of(callee) if isinstance(n, cst.Return) and n.value is not None]
+        read = set().union(*(self._derived_keys(callee, key, visited) for key in landing)) if landing else set()
+        return all(read.isdisjoint(self.model.keys_in(r, callee)) for r in returns)
 
     @cached_property
     def _assigned_calls(self) -> Dict[int, list]:
