@@ -123,6 +123,18 @@ def test_a_sliced_argument_list_may_give_any_option():
     assert ANY_OPTION in launches(text).options_for("tools/train.py")
 
 
+def test_a_wrapper_script_gives_what_the_lines_that_run_it_give(tmp_path):
+    (tmp_path / "dist_pretrain.sh").write_text("CFG=$1\nGPUS=$2\nPY_ARGS=${@:3}\npython -m torch.distributed.launch --nproc_per_node=$GPUS main_mfm.py --cfg ${CFG} ${PY_ARGS}\n")
+    (tmp_path / "PRETRAIN.md").write_text("bash dist_pretrain.sh configs/vit.yaml 16 --data-path /data --batch-size 128 [--output <dir>]\n")
+    assert read_launches(str(tmp_path)).options_for("main_mfm.py") == ["batch_size", "cfg", "data_path", "nproc_per_node", "output"]
+    # run by nothing, or by a line that passes its own arguments on: any option, as before
+    (tmp_path / "PRETRAIN.md").write_text("Pretraining: see dist_pretrain.sh.\n")
+    (tmp_path / "run_all.sh").write_text('bash dist_pretrain.sh configs/vit.yaml 16 "$@"\n')
+    assert ANY_OPTION in read_launches(str(tmp_path)).options_for("main_mfm.py")
+    (tmp_path / "run_all.sh").unlink()
+    assert ANY_OPTION in read_launches(str(tmp_path)).options_for("main_mfm.py")
+
+
 def test_a_wrapper_that_names_no_script_may_give_any_script_any_option():
     found = launches('torchrun --nproc_per_node=8 "$@"\n', "python eval.py --fp16\n")
     assert ANY_OPTION in found.options_for("train.py")

@@ -69,6 +69,7 @@ _OPTION = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
 _ASSIGNED = re.compile(r"\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"`]*\"|'[^']*'|[^\s$`;|&]*)\s*(?:#.*)?$")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
 _PASSED_ON = re.compile(r"\$\{?[@*A-Za-z_]")  # a variable (at the start of a token): `$@`, `${@:3}`, `$ARGS`
+_SHELL_SCRIPT = re.compile(r"(?<![\w./-])([\w./-]*\w\.sh)\b")  # a shell script a line runs (`bash tools/dist_train.sh`)
 
 
 @dataclass
@@ -87,6 +88,8 @@ class Launches:
     copied: Dict[str, Set[str]] = field(default_factory=dict)  # key -> the keys the code copies it from (`config.AMP = args.amp`)
     config_files: Dict[str, "ConfigKeys"] = field(default_factory=dict)  # project path of a config file -> what it sets
     configs_named: Dict[str, List[Tuple[str, List[str]]]] = field(default_factory=dict)  # script file name -> (path as written, config files the line names) per line
+    forwarded: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of its lines that pass their own arguments on (`${@:3}`)
+    wrapper_calls: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of each line that runs it (`bash dist_train.sh cfg 8 --fp16`)
 
     def switched_off(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
         """Key paths the config files (`configs`: those a script's launches name) set, each time, to false,
@@ -323,13 +326,28 @@ def read_launches(root: str) -> Launches:
             found.configs.merge(keys)
             continue
         config = path.endswith(_CONFIG_SUFFIXES)
-        add_launch_text(found, text, keys=not config, docs=path.endswith(_DOC_SUFFIXES))
+        add_launch_text(found, text, keys=not config, docs=path.endswith(_DOC_SUFFIXES), wrapper=os.path.basename(path) if path.endswith(".sh") else None)
         if config:  # (what it sets true is its own, for the scripts launched with it)
             keys = ConfigKeys(configured={m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text)}, set_true=keys_set_true(text))
             _read_config_keys(keys, text, path.endswith(".json"))
             found.config_files[os.path.relpath(path, root).replace(os.sep, "/")] = keys
             found.configs.merge(keys)
+    _resolve_wrappers(found)
     return found
+
+
+def _resolve_wrappers(found: Launches) -> None:
+    """A shell script's line that passes its own arguments on (`main.py --cfg $CFG ${@:3}` after a runner) gives the
+    options the lines that run the script give it (`bash dist_pretrain.sh cfg.yaml 16 --batch-size 128`),
+    when some line does and none passes arguments on in turn; else any option, as before."""
+    for wrapper, lines in found.forwarded.items():
+        calls = found.wrapper_calls.get(wrapper, [])
+        if not calls or any(ANY_OPTION in options for options in calls):
+            continue
+        given = set().union(*calls)
+        for options in lines:  # (the sets by_script holds: changed in place)
+            options.discard(ANY_OPTION)
+            options |= given
 
 
 def keys_set_true(text: str, declarations: bool = True) -> Set[str]:
@@ -467,10 +485,11 @@ def _is_zero(word: str) -> bool:
         return False
 
 
-def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = False) -> None:
+def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = False, wrapper: Optional[str] = None) -> None:
     """Note the launch lines of `text`. In docs (`docs`), a named variable on a command line is a
     placeholder the reader fills in with a value (`./dist_launch.sh train.py $CONFIG $GPUS`); only `$@`
-    and `$*` pass options on, as they do in scripts, where any variable may."""
+    and `$*` pass options on, as they do in scripts, where any variable may. `wrapper`: the name of the
+    shell script `text` is, whose lines that pass its arguments on give what the lines that run it give."""
     variables: Dict[str, str] = {}  # a script's own `name="value"` lines, expanded where read after them
     for line in _CONTINUED.sub(" ", text).splitlines():
         assigned = _ASSIGNED.match(line)
@@ -491,8 +510,12 @@ def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = 
             options |= {f"{ACCELERATE_PRECISION}{m.group(1).lower()}" for m in _ACCELERATE_PRECISION.finditer(line)}
         scripts = [m.group(1) + ".py" for m in _SCRIPT.finditer(line)]
         scripts += [m.group(1).replace(".", "/") + ".py" for m in _MODULE.finditer(line)]
+        for called in _SHELL_SCRIPT.findall(line):
+            found.wrapper_calls.setdefault(posixpath.basename(called), []).append(options | ({ANY_OPTION} if _passes_variables_on(line, docs) else set()))
         if _passes_variables_on(line, docs):
             options = options | {ANY_OPTION}
+            if wrapper is not None:
+                found.forwarded.setdefault(wrapper, []).append(options)
         # (a wrapper that names no script, `torchrun $SCRIPT "$@"`, may run any script with any option)
         found.mentioned |= options if not scripts else options - {ANY_OPTION}
         if not scripts:
