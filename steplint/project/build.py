@@ -18,7 +18,7 @@ from steplint.pool import PARALLEL_FROM_TASKS, Pool
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
 from steplint.project.launches import Launches, read_launches
-from steplint.project.reach import connected_modules
+from steplint.project.reach import connected_modules, imports
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
 from steplint.source import Source, code_text, parse_python, parser_text
 
@@ -149,6 +149,11 @@ def launch_facts(root: str, texts: Dict[str, str]) -> Launches:
     """The launch facts of the project under `root`, with what the code of its modules (`texts`, by
     relative path) sets: config keys set true, the values of globals."""
     launches = read_launches(root)
+    if launches.switches_given_to_scripts():  # (a switch given to a script reaches the modules it imports)
+        launches.importers = {}
+        for importer, targets in imports(texts).items():
+            for target in targets:
+                launches.importers.setdefault(target, set()).add(importer)
     # (the values of globals only where they can matter: for a script that runs a configurator,
     # `exec(open("configurator.py").read())`)
     keys, globals_ = True, any("exec(" in text for text in texts.values())

@@ -89,6 +89,7 @@ class Launches:
     config_files: Dict[str, "ConfigKeys"] = field(default_factory=dict)  # project path of a config file -> what it sets
     configs_named: Dict[str, List[Tuple[str, List[str]]]] = field(default_factory=dict)  # script file name -> (path as written, config files the line names) per line
     forwarded: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of its lines that pass their own arguments on (`${@:3}`)
+    importers: Optional[Dict[str, Set[str]]] = None  # module -> the modules of the project that import it (set where launch lines give switches)
     wrapper_calls: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of each line that runs it (`bash dist_train.sh cfg 8 --fp16`)
 
     def switched_off(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
@@ -233,18 +234,32 @@ class Launches:
             self._shared = self._config_fields(None)
         configs = self.configs_for(relative)
         fields = self._shared if configs is None else self._config_fields(configs)
-        return {"launch_options": self.options_for(relative), "launch_values": self.option_values_for(relative), **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
+        return {"launch_options": self.options_for(relative), "launch_values": self.option_values_for(relative),
+                "switches_given_to_scripts": self._switches_given_to_importers(relative),
+                **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
 
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
                 "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
-                "switches_given_to_scripts": sorted(k for k in self._given_to_scripts() if _SWITCH.search(k)),
                 "precision_values": self.precision_values(configs)}
 
-    def _given_to_scripts(self) -> Set[str]:
-        """The options the launch lines give the scripts they name: a switch one gives (`train.py --fp16`) reaches
-        the modules the script hands its options to (`Trainer(args)` in engine.py reading `self.args.fp16`)."""
-        return {option for entries in self.by_script.values() for _, options in entries for option in options if option != ANY_OPTION}
+    def switches_given_to_scripts(self) -> Set[str]:
+        """The loss-scaling switches launch lines give the scripts they name (`train.py --fp16`)."""
+        return {option for entries in self.by_script.values() for _, options in entries for option in options if _SWITCH.search(option)}
+
+    def _switches_given_to_importers(self, relative: str) -> List[str]:
+        """The loss-scaling switches launch lines give the scripts that import the module, directly or not: they
+        reach the module as the options the script hands it (`Trainer(args)` in engine.py, `self.args.fp16`)."""
+        if not self.importers:
+            return []
+        seen, pending = set(), [relative]
+        while pending:
+            for importer in self.importers.get(pending.pop(), ()):
+                if importer not in seen:
+                    seen.add(importer)
+                    pending.append(importer)
+        return sorted({option for script in seen for written, options in self.by_script.get(posixpath.basename(script), ())
+                       if _same_file(written, script) for option in options if option != ANY_OPTION and _SWITCH.search(option)})
 
     def _config_files_named(self, name: str) -> Set[str]:
         """The config files of the project a launch line's `name` (`configs/ljs.json`) may be (memoised:

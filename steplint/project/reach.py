@@ -45,11 +45,21 @@ def connected_modules(texts: Dict[str, str], start: Iterable[str]) -> Set[str]:
 
 def _import_graph(texts: Dict[str, str]) -> Dict[str, Set[str]]:
     """Module -> the modules it imports or is imported by (undirected)."""
+    linked: Dict[str, Set[str]] = {path: set() for path in texts}
+    for importer, targets in imports(texts).items():
+        for target in targets:
+            linked[importer].add(target)
+            linked[target].add(importer)
+    return linked
+
+
+def imports(texts: Dict[str, str]) -> Dict[str, Set[str]]:
+    """Module -> the modules of the project it may import."""
     paths = sorted(texts)
     known = set(paths)
     dotted = dotted_names(paths)
     names = sorted(dotted)
-    linked: Dict[str, Set[str]] = {path: set() for path in paths}
+    found: Dict[str, Set[str]] = {path: set() for path in paths}
     candidates: Dict[tuple, List[str]] = {}  # (folder, name) -> targets: the same for all modules of a folder
     for importer in paths:
         folder = posixpath.dirname(importer)
@@ -57,11 +67,8 @@ def _import_graph(texts: Dict[str, str]) -> Dict[str, Set[str]]:
             targets = candidates.get((folder, qualified))
             if targets is None:
                 targets = candidates[folder, qualified] = list(_candidates(paths, known, dotted, names, importer, qualified))
-            for target in targets:
-                if target != importer:
-                    linked[importer].add(target)
-                    linked[target].add(importer)
-    return linked
+            found[importer].update(target for target in targets if target != importer)
+    return found
 
 
 def _imported(text: str) -> Iterator[str]:
