@@ -115,9 +115,23 @@ class CommandLine:
     def value_as_run(self, expr: Optional[cst.BaseExpression], scope=None) -> tuple:
         """(the value of `expr` in every run the project shows, the option that decides it), or (..., None)
         when a run may give it another: `args.accum` declared with `default=1` that no launch gives is 1."""
-        if self.given is None or ANY_OPTION in self.given or expr is None:
+        if expr is None:
             return ..., None
+        if self.given is None or ANY_OPTION in self.given:
+            return self._constant(expr, scope)  # (what no launch decides: a local set once to a literal)
         return self._as_run(expr, scope, 0)
+
+    def _constant(self, expr: cst.BaseExpression, scope) -> tuple:
+        """(the literal a local the function sets once holds, `constant:NAME`) for `fp16_run` or `not fp16_run`."""
+        negated = isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not)
+        name = expr.expression if negated else expr
+        owner = scope.owner_of(name.value) if isinstance(name, cst.Name) and scope is not None else None
+        if owner is None or owner.name == "<module>":
+            return ..., None
+        value, label = self._as_run(name, scope, 0)
+        if label is None or not label.startswith("constant:"):
+            return ..., None
+        return (not value, label) if negated else (value, label)
 
     def _as_run(self, expr: cst.BaseExpression, scope, depth: int) -> tuple:
         """(its value in every run the project shows, the option that decides it), or (..., None)."""
@@ -138,6 +152,10 @@ class CommandLine:
                 return self._as_run(self._earlier[(id(owner), expr.value)], owner, depth + 1)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
             if len(values) == 1 and values[0] is not None:
+                constant = literal(values[0])
+                if isinstance(constant, (bool, int, float, str)) or constant is None and isinstance(values[0], cst.Name):
+                    # (a local the function sets once, to a literal: `fp16_run = False`, `use_scheduler = 0`)
+                    return constant, f"constant:{expr.value}"
                 return self._as_run(values[0], owner, depth + 1)
             return self._the_binding_that_runs(owner, expr.value, depth) if len(values) > 1 else unknown
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
@@ -466,8 +484,6 @@ class CommandLine:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
         `if exists(path) and args.resume_optimizer:`), or the switch of loss scaling nothing turns on that
         it needs (`if algorithm.use_amp:`, or the `else` of `if not cfg.fp16:`); None when it may run."""
-        if self.given is None:
-            return None
         for guard in site.guards:
             if guard.early_exit:
                 continue
@@ -485,7 +501,7 @@ class CommandLine:
             found = self.off_as_run(conjunct, scope)
             # (a module without options of its own is told by the config files, each setting the key false:
             # `if args.max_norm:` with `max_norm: 0.` everywhere)
-            if found and (self.declared or switch or found.startswith("config:")):
+            if found and (self.declared or switch or found.startswith(("config:", "constant:"))):
                 return found
             if switch and (found := self.unproven(conjunct, scope)):
                 return found
