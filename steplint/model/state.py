@@ -855,6 +855,10 @@ def _built_up(model: "ModuleModel", save: Event, name: str) -> Optional[Checkpoi
     for node, site in _assignments_to(model).get((id(save.site.scope), name), ()):
         if site.order >= save.order:
             break
+        if isinstance(node, cst.Expr):  # (`ckpt.update({"amp": amp.state_dict()})`, `ckpt.update(scaler=...)`)
+            added = _updated_entries(node.value)
+            entries = {**entries, **added} if entries is not None and added is not None else None
+            continue
         target = node.targets[0].target
         if isinstance(target, cst.Name):
             fresh = _entries(node.value) if isinstance(node.value, cst.Dict) else None
@@ -880,7 +884,7 @@ def _spelled(model: "ModuleModel", expr: cst.BaseExpression, scope: "Scope", ord
     found = [expr]
     for sub in walk_expressions(expr):
         if isinstance(sub, cst.Name):
-            found += [node.value for node, site in assignments.get((id(scope), sub.value), ()) if site.order < order]
+            found += [node.value for node, site in assignments.get((id(scope), sub.value), ()) if site.order < order and isinstance(node, cst.Assign)]
     return found
 
 
@@ -920,12 +924,27 @@ def _text_files_written(model: "ModuleModel") -> Dict[int, list]:
     return model.remember(("text files written",), compute)
 
 
+def _updated_entries(call: cst.BaseExpression) -> Optional[Dict[str, cst.BaseExpression]]:
+    """The entries `d.update({...})` or `d.update(key=value)` adds; None where not all are visible."""
+    if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star and isinstance(call.args[0].value, cst.Dict):
+        return _entries(call.args[0].value)
+    if call.args and all(a.keyword is not None for a in call.args):
+        return {a.keyword.value: a.value for a in call.args}
+    return None
+
+
 def _assignments_to(model: "ModuleModel") -> Dict[tuple, list]:
-    """(scope, name) -> single-target assignments to `name` or to `name[...]`, in program order."""
+    """(scope, name) -> single-target assignments to `name` or to `name[...]`, and `name.update(...)` calls,
+    in program order."""
 
     def compute() -> Dict[tuple, list]:
         found: Dict[tuple, list] = {}
         for node, site in model.structure.statements:
+            call = node.value if isinstance(node, cst.Expr) else None
+            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "update"
+                    and isinstance(call.func.value, cst.Name)):
+                found.setdefault((id(site.scope), call.func.value.value), []).append((node, site))
+                continue
             if not isinstance(node, cst.Assign) or len(node.targets) != 1:
                 continue
             target = node.targets[0].target
