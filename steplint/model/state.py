@@ -469,7 +469,13 @@ class State:
         names = {sub for sub in walk_expressions(expr) if isinstance(sub, cst.Name)}
         if any(self.model.roles.key(name, scope) in self._unpacked_from_restores for name in names):
             return True  # (`best, last_epoch = load_state(path, model, optimizer=optimizer)`, then `start_epoch=last_epoch`)
-        return any(entry_of_a_load(value) for name in names for value in self.model.roles.command_line.assigned(scope, name.value) if value is not None)
+        if any(entry_of_a_load(value) for name in names for value in self.model.roles.command_line.assigned(scope, name.value) if value is not None):
+            return True
+        # (an attribute the method sets from one: `self.start_step = state["train_infos"]["step"]`, then `last_epoch=self.start_step - 1`)
+        attributes = {sub.attr.value for sub in walk_expressions(expr)
+                      if isinstance(sub, cst.Attribute) and isinstance(sub.value, cst.Name) and sub.value.value == scope.self_name}
+        return any(entry_of_a_load(value) for attribute in attributes for value, owner, receiver in self.model.roles.command_line.written_values.get(attribute, ())
+                   if owner is scope and receiver == scope.self_name and value is not None)
 
     @cached_property
     def _unpacked_from_restores(self) -> Set[str]:
