@@ -737,9 +737,10 @@ class State:
         for node, site in self.model.structure.statements:
             if isinstance(node, cst.Assign):
                 for target in node.targets:
-                    if isinstance(target.target, cst.Attribute) and (target.target.attr.value == "last_epoch" or reads_an_entry(node.value) and self.model.roles.is_(target.target.value, site.scope, SCHEDULER)):
+                    if isinstance(target.target, cst.Attribute) and (target.target.attr.value == "last_epoch" or (
+                            reads_an_entry(node.value) or self._read_from_a_checkpoint(node.value, site.scope)) and self.model.roles.is_(target.target.value, site.scope, SCHEDULER)):
                         # (`scheduler.last_epoch = start - 1`; a scheduler's own counter read back from the checkpoint,
-                        # `self.scheduler.model_step = checkpoint["model_step"]`; in a method handed the scheduler,
+                        # `self.scheduler.model_step = checkpoint["model_step"]`, or through a local set from it; in a method handed the scheduler,
                         # `self.restore_scheduler(self.scheduler, ...)`, the scheduler each call hands it)
                         found.add(self.model.roles.key(target.target.value, site.scope) or "")
                         if isinstance(target.target.value, cst.Name):
