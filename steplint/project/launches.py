@@ -410,8 +410,11 @@ def _read_python_config(found: "ConfigKeys", text: str) -> None:
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
             pending.append((statement.targets[0].id + ".", statement.value))
-        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and (path := _attribute_path(statement.targets[0])):
-            pending.append((path + ".", statement.value))  # (a yacs default: `_C.TRAIN.ACCUMULATION_STEPS = 0`)
+        elif (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and (path := _attribute_path(statement.targets[0]))
+              and isinstance(statement.value, ast.Constant) and type(statement.value.value) in (int, float)):
+            # (a number a yacs-style module sets, `_C.TRAIN.ACCUMULATION_STEPS = 0`; its switches, `config.resume = False`,
+            # stay what a user edits in the file: the code reads them as it did)
+            pending.append((path + ".", statement.value))
         elif isinstance(statement, ast.ClassDef):
             pending.extend((f"{statement.name}.{s.targets[0].id}.", s.value) for s in statement.body
                            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
