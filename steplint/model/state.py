@@ -838,9 +838,15 @@ def _saved_through(model: "ModuleModel", save: Event) -> Optional[Checkpoint]:
         return _one_file_each(model, save) if effect.stored_state else None
     entries = {}
     for key, (place, _) in effect.contents.items():
+        if key == KWARGS_ENTRY and place == "kwargs":  # (the caller's keywords the helper's own parameters do not take)
+            entries.update({a.keyword.value: a.value for a in save.node.args if a.keyword is not None and a.keyword.value not in callee.params})
+            continue
         value = argument_at_call(model, context, callee, place, save.node, save.site.scope) if place else None
         entries[key] = value if value is not None else _UNKNOWN
     return Checkpoint(save, entries)
+
+
+KWARGS_ENTRY = "**"  # the entries a helper's checkpoint takes from its `**kwargs` (`state.update(kwargs)`)
 
 
 _UNKNOWN = cst.Name("None")  # an entry of a save through a project function whose value the caller cannot name
@@ -863,7 +869,7 @@ def _built_up(model: "ModuleModel", save: Event, name: str) -> Optional[Checkpoi
         if site.order >= save.order:
             break
         if isinstance(node, cst.Expr):  # (`ckpt.update({"amp": amp.state_dict()})`, `ckpt.update(scaler=...)`)
-            added = _updated_entries(node.value)
+            added = _updated_entries(node.value, save.site.scope)
             entries = {**entries, **added} if entries is not None and added is not None else None
             continue
         target = node.targets[0].target
@@ -931,10 +937,16 @@ def _text_files_written(model: "ModuleModel") -> Dict[int, list]:
     return model.remember(("text files written",), compute)
 
 
-def _updated_entries(call: cst.BaseExpression) -> Optional[Dict[str, cst.BaseExpression]]:
-    """The entries `d.update({...})` or `d.update(key=value)` adds; None where not all are visible."""
+def _updated_entries(call: cst.BaseExpression, scope: "Scope") -> Optional[Dict[str, cst.BaseExpression]]:
+    """The entries `d.update({...})` or `d.update(key=value)` adds; `d.update(kwargs)` of the function's own
+    `**kwargs` adds what each caller passes by keyword (the entry `**`, read through the summary); None where
+    not all are visible."""
     if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star and isinstance(call.args[0].value, cst.Dict):
         return _entries(call.args[0].value)
+    star = scope.node.params.star_kwarg if isinstance(scope.node, cst.FunctionDef) else None
+    if (len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star and isinstance(call.args[0].value, cst.Name)
+            and isinstance(star, cst.Param) and call.args[0].value.value == star.name.value):
+        return {KWARGS_ENTRY: call.args[0].value}
     if call.args and all(a.keyword is not None for a in call.args):
         return {a.keyword.value: a.value for a in call.args}
     return None

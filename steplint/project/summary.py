@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 10  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 11  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
