@@ -203,7 +203,7 @@ def test_a_yaml_type_tag_is_not_part_of_the_value(tmp_path):
     (tmp_path / "a.yaml").write_text("train:\n  use_amp: !!bool False  # fp32\n  precision_dtype: !!str fp32\n")
     launches = read_launches(str(tmp_path))
     assert launches.switched_off() == ["train.use_amp"]
-    assert launches.precision_values()["train.precision_dtype"] == ["fp32"]
+    assert launches.configured_values()["train.precision_dtype"] == ["fp32"]
 
 
 def test_apex_initialized_disabled_in_every_call_scales_nothing():

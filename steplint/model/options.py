@@ -76,7 +76,7 @@ class CommandLine:
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
     text_options: Set[str] = field(default_factory=set)  # options declared with no type or action: a launch's value is a text
-    precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it, as written
+    configured_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key or number key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
     _earlier: Dict[tuple, cst.BaseExpression] = field(default_factory=dict)  # (id(scope), name) -> its value before the assignment whose test is being read
     # The launch lines one run takes hold together: a function the module calls only under `if args.do_train:` runs
@@ -265,9 +265,9 @@ class CommandLine:
         if len(keys) < 2 or keys[-1] in self.written:
             return [], None
         below = ".".join(keys[1:])
-        paths = [p for p in self.precision_values if p == below or p.endswith("." + below)]
+        paths = [p for p in self.configured_values if p == below or p.endswith("." + below)]
         if paths:
-            return [scalar(word) for p in paths for word in self.precision_values[p]], f"config:{paths[0]}"
+            return [scalar(word) for p in paths for word in self.configured_values[p]], f"config:{paths[0]}"
         # (a precision key every launch line naming the script gives, `--dtype bf16`, read through a config
         # system of the project's own rather than this module's parser: that value, whatever its default)
         key = keys[-1]
@@ -475,7 +475,7 @@ class CommandLine:
         with a default that is no run's value (None, "", or a negative sentinel such as -1), as opposed to a
         flag off by default (`--load_optimizer_scheduler`); or a config key every config file gives such a value."""
         if option and option.startswith("config:"):  # (`load_epoch: -1` in every config file: the same, as a config key)
-            values = [scalar(word) for word in self.precision_values.get(option[len("config:"):], ())]
+            values = [scalar(word) for word in self.configured_values.get(option[len("config:"):], ())]
             return bool(values) and all(map(_no_runs_value, values))
         name = option[2:].replace("-", "_") if option and option.startswith("--") else None
         return name is not None and name in self.declared and _no_runs_value(self.declared[name])
@@ -624,7 +624,7 @@ def read_command_line(structure: Structure, project, text: str = "") -> CommandL
                         switched_off=set(project.switched_off_keys) if launched else set(), contested=set(project.contested_globals) if launched else set(),
                         set_true=set(project.switches_set_true) if launched else set(),
                         given_to_scripts=set(project.switches_given_to_scripts) if launched else set(),
-                        precision_values=dict(project.precision_values) if launched else {},
+                        configured_values=dict(project.configured_values) if launched else {},
                         launch_values=project.launch_values if launched else None)
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
     found.text = text

@@ -150,10 +150,7 @@ def launch_facts(root: str, texts: Dict[str, str]) -> Launches:
     relative path) sets: config keys set true, the values of globals."""
     launches = read_launches(root)
     if launches.switches_given_to_scripts():  # (a switch given to a script reaches the modules it imports)
-        launches.importers = {}
-        for importer, targets in imports(texts).items():
-            for target in targets:
-                launches.importers.setdefault(target, set()).add(importer)
+        launches.note_imports(imports(texts))
     # (the values of globals only where they can matter: for a script that runs a configurator,
     # `exec(open("configurator.py").read())`)
     keys, globals_ = True, any("exec(" in text for text in texts.values())

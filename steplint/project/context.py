@@ -52,7 +52,7 @@ class ModuleContext:
     contested_globals: List[str] = field(default_factory=list)  # globals the project's modules set to more than one value
     switches_set_true: List[str] = field(default_factory=list)  # keys of loss-scaling switches some config, launch or code sets true
     switches_given_to_scripts: List[str] = field(default_factory=list)  # loss-scaling switches a launch line gives the script it names
-    precision_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key path -> the values the configs give it (nothing else sets it)
+    configured_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key or number key path -> the values the configs give it (nothing else sets it)
     scheduler_classes: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler its class of the project derives from
 
     def fingerprint(self) -> str:

@@ -89,7 +89,7 @@ class Launches:
     config_files: Dict[str, "ConfigKeys"] = field(default_factory=dict)  # project path of a config file -> what it sets
     configs_named: Dict[str, List[Tuple[str, List[str]]]] = field(default_factory=dict)  # script file name -> (path as written, config files the line names) per line
     forwarded: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of its lines that pass their own arguments on (`${@:3}`)
-    importers: Optional[Dict[str, Set[str]]] = None  # module -> the modules of the project that import it (set where launch lines give switches)
+    switches_reached: Dict[str, Set[str]] = field(default_factory=dict)  # module -> the switches given to the scripts that import it (note_imports)
     wrapper_calls: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of each line that runs it (`bash dist_train.sh cfg 8 --fp16`)
 
     def switched_off(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
@@ -98,7 +98,7 @@ class Launches:
         on = self.switched_on(configs)
         return sorted(p for p in (configs or self.configs).config_false if p.rsplit(".", 1)[-1].replace("-", "_") not in on)
 
-    def precision_values(self, configs: Optional["ConfigKeys"] = None) -> Dict[str, List[str]]:
+    def configured_values(self, configs: Optional["ConfigKeys"] = None) -> Dict[str, List[str]]:
         """Precision key paths (`train.amp_dtype`), and keys set to numbers, -> the values the config files
         (`configs`: those a script's launches name) give them, for the keys no launch line gives and no code
         of the project assigns: what the run reads is one of those values."""
@@ -235,31 +235,34 @@ class Launches:
         configs = self.configs_for(relative)
         fields = self._shared if configs is None else self._config_fields(configs)
         return {"launch_options": self.options_for(relative), "launch_values": self.option_values_for(relative),
-                "switches_given_to_scripts": self._switches_given_to_importers(relative),
+                "switches_given_to_scripts": sorted(self.switches_reached.get(relative, ())),
                 **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
 
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
                 "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
-                "precision_values": self.precision_values(configs)}
+                "configured_values": self.configured_values(configs)}
 
     def switches_given_to_scripts(self) -> Set[str]:
         """The loss-scaling switches launch lines give the scripts they name (`train.py --fp16`)."""
         return {option for entries in self.by_script.values() for _, options in entries for option in options if _SWITCH.search(option)}
 
-    def _switches_given_to_importers(self, relative: str) -> List[str]:
-        """The loss-scaling switches launch lines give the scripts that import the module, directly or not: they
-        reach the module as the options the script hands it (`Trainer(args)` in engine.py, `self.args.fp16`)."""
-        if not self.importers:
-            return []
-        seen, pending = set(), [relative]
-        while pending:
-            for importer in self.importers.get(pending.pop(), ()):
-                if importer not in seen:
-                    seen.add(importer)
-                    pending.append(importer)
-        return sorted({option for script in seen for written, options in self.by_script.get(posixpath.basename(script), ())
-                       if _same_file(written, script) for option in options if option != ANY_OPTION and _SWITCH.search(option)})
+    def note_imports(self, imports: Dict[str, Set[str]]) -> None:
+        """With the project's imports (module -> the modules it imports): the loss-scaling switches the lines that
+        name a script give it reach the modules it imports, directly or not, as the options it hands them
+        (`Trainer(args)` in engine.py, `self.args.fp16`). Walked once from each such script."""
+        self.switches_reached = {}
+        for script in imports:
+            given = {option for written, options in self.by_script.get(posixpath.basename(script), ()) if _same_file(written, script)
+                     for option in options if option != ANY_OPTION and _SWITCH.search(option)}
+            seen, pending = set(), [script] if given else []
+            while pending:
+                for target in imports.get(pending.pop(), ()):
+                    if target not in seen:
+                        seen.add(target)
+                        pending.append(target)
+            for module in seen - {script}:
+                self.switches_reached.setdefault(module, set()).update(given)
 
     def _config_files_named(self, name: str) -> Set[str]:
         """The config files of the project a launch line's `name` (`configs/ljs.json`) may be (memoised:
@@ -385,13 +388,13 @@ def _declared_true(text: str) -> Set[str]:
 def _note_config_value(found: "ConfigKeys", path: str, value: object, typed: bool) -> None:
     """Note what a config sets `path` to (`typed`: a parsed value, where None is no value, not false)."""
     word = str(value).strip().strip("\"'").lower()
-    key = path.rsplit(".", 1)[-1]
+    key, number = path.rsplit(".", 1)[-1], _number(word)
     # (`ACCUMULATION_STEPS: 4` is as true as a switch set on; a precision's number, `mixed_dtype: 16`, is one of its values)
-    if word in _TRUE_WORDS or _is_nonzero(word) and not PRECISION_KEY.search(key):
+    if word in _TRUE_WORDS or number and not PRECISION_KEY.search(key):
         found.set_true.add(key.replace("-", "_"))
-    elif (word in _FALSE_WORDS or _is_zero(word)) and (value is not None or not typed):
+    elif (word in _FALSE_WORDS or number == 0.0) and (value is not None or not typed):
         found.config_false.add(path)
-    if not PRECISION_KEY.search(key) and (type(value) in (int, float) or not typed and (_is_zero(word) or _is_nonzero(word))):
+    if not PRECISION_KEY.search(key) and (type(value) in (int, float) or not typed and number is not None):
         found.numbers.setdefault(path, set()).add(json.dumps(value) if typed else word)
     if PRECISION_KEY.search(key) and (value is not None or not typed):
         # (as written, quotes kept: `fp16` and `FP16`, `16` and `"16"` are other values to the code that compares them)
@@ -488,19 +491,12 @@ def _read_config_keys(found: "ConfigKeys", text: str, is_json: bool) -> None:
         note(empty[1], "")
 
 
-def _is_nonzero(word: str) -> bool:
+def _number(word: str) -> Optional[float]:
+    """`4`, `0.`, `0e0`: the number a config value is (zero is false as a switch: `max_norm: 0.`); None for a word."""
     try:
-        return float(word) != 0.0
+        return float(word)
     except ValueError:
-        return False
-
-
-def _is_zero(word: str) -> bool:
-    """`0.`, `0.0`, `0e0`: a number that is zero, false as a switch (`max_norm: 0.`)."""
-    try:
-        return float(word) == 0.0
-    except ValueError:
-        return False
+        return None
 
 
 def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = False, wrapper: Optional[str] = None) -> None:
