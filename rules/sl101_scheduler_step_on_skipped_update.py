@@ -34,6 +34,11 @@ if committed:
 exact for fused optimizers too. With accelerate the gate is
 `if not accelerator.optimizer_step_was_skipped:`; with DeepSpeed, `engine.was_step_applied()`.
 
+A scheduler's step is `step()`, `step_update()`, or any method of a class of the project that writes
+the learning rate of the optimizer's param groups itself (`def advance(self): for g, lr in
+zip(self.optimizer.param_groups, self.base_lrs): g["lr"] = ...`), called on an object known to be a
+scheduler: the same method name on another object (an EMA's `advance(model)`) is not one.
+
 The same holds when the code skips the update itself (`if not torch.isfinite(grad_norm):
 optimizer.zero_grad()`, `else: optimizer.step()`) and steps the scheduler outside that branch.
 

@@ -36,6 +36,7 @@ from steplint.model.events import (
     SKIPPABLE_STEP,
     Event,
     collect_events,
+    lr_setting_methods,
 )
 from steplint.model.counters import Counters
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, WINDOW_BOUNDARY, Guards
@@ -221,7 +222,7 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
         imports = ImportMap(module)
         structure = walk_module(module)
     positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
-    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project), source.text)
+    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project), source.text, lr_setting_methods(structure))
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.callers_read = roles.callers_read  # (one set: a fact read later adds to it)
@@ -284,7 +285,7 @@ def _builds_alike(model: ModuleModel, project, settings) -> bool:
     contexts = [c for c in (built_with, project) if c is not None]
     if (built_with.parameter_roles if built_with else {}) != (project.parameter_roles if project else {}):
         return False
-    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "launch_values", "configured_options", "switched_off_keys", "contested_globals", "switches_set_true", "switches_given_to_scripts", "configured_values", "scheduler_classes")):
+    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "launch_values", "configured_options", "switched_off_keys", "contested_globals", "switches_set_true", "switches_given_to_scripts", "configured_values", "scheduler_classes", "scheduler_methods")):
         return False
     if any(callee.effects or callee.returns or any(callee.returns_each) or callee.options for context in contexts for callee in context.calls.values()):
         return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
@@ -214,6 +214,8 @@ def _call_event(call: cst.Call, site: Site, roles: RoleTable, helper_names: froz
                 return Event(SCHEDULER_STEP, call, site, obj, role, explicit_position=bool(call.args))
         if method == "step_update" and kind == SCHEDULER:
             return Event(SCHEDULER_STEP, call, site, obj, role, explicit_position=True)
+        if method in roles.scheduler_methods and kind == SCHEDULER:
+            return Event(SCHEDULER_STEP, call, site, obj, role, explicit_position=bool(call.args))
         if method == "backward" and isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute) and obj.func.attr.value == "scale":
             scaler = obj.func.value
             if roles.is_(scaler, scope, SCALER):
@@ -310,12 +312,36 @@ def _rolled_back(argument: cst.BaseExpression, snapshots: set) -> bool:
 
 
 def _param_group_vars(structure: Structure) -> set:
-    """Loop variables of `for g in optimizer.param_groups`."""
+    """Loop variables that hold an optimizer's param group: `for g in optimizer.param_groups`, also
+    with its index or beside another sequence (`for i, g in enumerate(...)`, `for g, lr in zip(...)`)."""
     found = set()
     for loop, site in structure.for_loops:
-        if isinstance(loop.iter, cst.Attribute) and loop.iter.attr.value == "param_groups" and isinstance(loop.target, cst.Name):
-            found.add((id(site.scope), loop.target.value))
+        target, iterated = loop.target, loop.iter
+        if _param_groups(iterated) and isinstance(target, cst.Name):
+            found.add((id(site.scope), target.value))
+        elif isinstance(iterated, cst.Call) and isinstance(target, cst.Tuple) and last_name(iterated.func) in ("zip", "enumerate"):
+            args = positional(iterated)
+            names = [e.value for e in target.elements]
+            paired = list(zip(names, args)) if last_name(iterated.func) == "zip" else [(names[1], args[0])] if len(names) == 2 and args else []
+            found.update((id(site.scope), name.value) for name, arg in paired if isinstance(name, cst.Name) and _param_groups(arg))
     return found
+
+
+def _param_groups(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "param_groups"
+
+
+def lr_setting_methods(structure: Structure) -> FrozenSet[str]:
+    """Methods of the module's classes that set an optimizer's learning rate themselves (`def
+    warmup_step(self): for g in self.optimizer.param_groups: g["lr"] = ...`): called on a scheduler,
+    they are its step, whatever their name. (`step` and `step_update` are a scheduler's step already.)"""
+    groups = _param_group_vars(structure)
+    return frozenset(
+        site.scope.name.rsplit(".", 1)[-1]
+        for node, site in structure.statements
+        if isinstance(node, cst.Assign) and site.scope.class_name and site.scope.parent is None
+        and any(isinstance(t.target, cst.Subscript) and _is_lr_slot(t.target, site, groups) for t in node.targets)
+    ) - {"step", "step_update", "__init__"}
 
 
 def _is_lr_slot(target: cst.Subscript, site: Site, param_group_vars: set) -> bool:

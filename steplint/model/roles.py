@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 import libcst as cst
 
@@ -144,12 +144,15 @@ class RoleTable:
 
     def __init__(
         self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None,
-        scheduler_classes: Optional[Dict[str, str]] = None, text: str = "",
+        scheduler_classes: Optional[Dict[str, str]] = None, text: str = "", scheduler_methods: FrozenSet[str] = frozenset(),
     ) -> None:
         self.imports = imports
         self.structure = structure
         # classes of the project derived from a torch scheduler, by the name this module calls them -> that scheduler
         self.scheduler_classes = scheduler_classes or {}
+        # methods that set an optimizer's LR in the module's classes (steplint.model.events.lr_setting_methods), and in the project's
+        self.own_scheduler_methods = scheduler_methods
+        self.scheduler_methods = scheduler_methods.union(project.scheduler_methods if project is not None else ())
         self.declared = declared or {}  # names the configuration says hold a role
         self.project = project  # steplint.project.context.ModuleContext: roles from the rest of the project
         self.roles: Dict[str, Role] = {}
@@ -643,7 +646,7 @@ class RoleTable:
                     changed |= self._set(self.key(obj, scope), Role(SCALER, USE))
                 if self.is_(obj, scope, SCALER):
                     changed |= self._set(self.key(args[0], scope), Role(OPTIMIZER, USE))
-            elif method in ("step", "step_update") and scheduler_named(name) and not self.is_(obj, scope, OPTIMIZER) and _lr_step_shape(call, site):
+            elif (method in ("step", "step_update") or method in self.scheduler_methods) and scheduler_named(name) and not self.is_(obj, scope, OPTIMIZER) and _lr_step_shape(call, site):
                 changed |= self._set(self.key(obj, scope), Role(SCHEDULER, NAME))
             elif method == "zero_grad" and optimizer_named(name):
                 changed |= self._set(self.key(obj, scope), Role(OPTIMIZER, NAME))

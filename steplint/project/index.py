@@ -243,7 +243,14 @@ class ProjectIndex:
         return ModuleContext(
             path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed,
             **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
+            scheduler_methods=self._scheduler_methods,
         )
+
+    @cached_property
+    def _scheduler_methods(self) -> List[str]:
+        """Methods that set an optimizer's LR in some class of the project: on a scheduler built by a
+        factory of another module (`get_scheduler(optim, hp)`), their call is its step."""
+        return sorted({name for module in self.modules.values() for name in module.lr_methods})
 
     def _imported_schedulers(self, path: str) -> Dict[str, str]:
         """The names module `path` imports that are classes of the project derived from a torch scheduler

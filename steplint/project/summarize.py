@@ -75,7 +75,7 @@ def _star_name(scope: Scope, which: str) -> Optional[str]:
 def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
     summary = s.ModuleSummary(
         relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules), switched_on=sorted(model.guards.switched_on_calls),
-        resumes=model.state.resumes_here,
+        resumes=model.state.resumes_here, lr_methods=sorted(model.roles.own_scheduler_methods),
     )
     lines = _definition_lines(model.source.text)
     functions: Dict[int, s.FunctionSummary] = {}

@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 11  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 12  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -67,6 +67,7 @@ class ModuleSummary:
     resumes: bool = False  # the module can resume a run (restores an optimizer's state, or through a framework)
     class_bases: Dict[str, List[str]] = field(default_factory=dict)  # class -> its base classes, as written
     command_line: Optional[dict] = None  # the options it declares, when a function returns them (CommandLine.declarations)
+    lr_methods: List[str] = field(default_factory=list)  # methods of its classes that set an optimizer's LR (steplint.model.events.lr_setting_methods)
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
@@ -79,5 +80,5 @@ class ModuleSummary:
         return ModuleSummary(
             data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ())),
             list(data.get("switched_on", ())), bool(data.get("resumes", False)), {k: list(v) for k, v in data.get("class_bases", {}).items()},
-            data.get("command_line"),
+            data.get("command_line"), list(data.get("lr_methods", ())),
         )
