@@ -2,7 +2,8 @@
 In distributed code (torch.distributed, DDP, FSDP, accelerate, DeepSpeed), finds a decision whether
 to step that each rank takes from its own loss or gradients (`if not torch.isfinite(loss):
 continue`) without a collective on the decision or its inputs; also such a test after the step
-whose branch leaves the training loop (`if torch.isnan(loss): break`).
+whose branch leaves the training loop (`if torch.isnan(loss): break`), and one around the backward
+alone (`if not torch.isnan(loss): loss.backward()`) with the step after it running either way.
 
 ## Why is this bad?
 Each rank sees its own micro-batch. When one rank's loss is NaN and the others' are not, that rank
@@ -63,6 +64,26 @@ def check(model):
             message = (f"`{model.text.of(test)}` is decided by each rank from its own values, and ends the training loop: a rank that stops"
                        " alone leaves the others waiting in the next all-reduce; all-reduce the flag with MIN first")
             yield Finding(test, message)
+    for test in _backward_only_guards(model):
+        if id(test) not in reported:
+            reported.add(id(test))
+            message = (f"`{model.text.of(test)}` is decided by each rank from its own values, and skips only this rank's backward: DDP"
+                       " all-reduces gradients inside the backward, so the other ranks wait for it, and the step after it runs on"
+                       " whatever gradients are left; all-reduce the flag with MIN first")
+            yield Finding(test, message)
+
+
+def _backward_only_guards(model):
+    """Rank-local finiteness tests around a backward (`if not torch.isnan(loss): loss.backward()`)
+    that the update after it, in the same function, does not run under: the rank skips its share of
+    the gradient all-reduce, and then steps anyway."""
+    steps = model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP)
+    for site in model.guards.backward_sites:
+        later = [s for s in steps if s.site.scope is site.scope and s.order > site.order]
+        for guard in model.guards.of_kind(site, FINITENESS) if later else ():
+            shared = all(any(g.test is guard.test for g in step.site.guards) for step in later)
+            if not shared and not _reduced(model, guard.test, site.scope):
+                yield guard.test
 
 
 def _loop_exits_after(model, step):

@@ -423,10 +423,10 @@ class Guards:
         def under(site: Site) -> bool:
             return site.scope is step.site.scope and site.order < step.site.order and any(g.test is guard.test and g.negated == guard.negated for g in site.guards)
         zeroed = [e.site.order for e in self.model.of_kind(ZERO_GRAD) if under(e.site)]
-        return bool(zeroed) and any(under(site) and site.order > min(zeroed) for site in self._backward_sites)
+        return bool(zeroed) and any(under(site) and site.order > min(zeroed) for site in self.backward_sites)
 
     @cached_property
-    def _backward_sites(self) -> List[Site]:
+    def backward_sites(self) -> List[Site]:
         """Where the module computes gradients: each `.backward()` call."""
         return [site for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"]
 
