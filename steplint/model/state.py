@@ -356,6 +356,9 @@ class State:
         """The module restores an optimizer's state or resumes through a framework (see resumes_here)."""
         if any(e.role is not None and e.role.kind == OPTIMIZER for e in self.model.of_kind(STATE_LOAD)):
             return True
+        project = self.model.roles.project
+        if project is not None and any(_loads_an_optimizer(effect) for callee in project.calls.values() for effect in callee.effects):
+            return True  # (a call that resumes inside: `trainer.build()` building its own optimizer and loading it)
         for call, _ in self.model.structure.calls:
             name = last_name(call.func)
             if name in ("load_state", "load_checkpoint", "resume_or_load", "resume", "load_from_checkpoint"):
@@ -781,6 +784,12 @@ def stored_contents(model: "ModuleModel", save: Event, stored: cst.BaseExpressio
     if isinstance(stored, cst.Call):
         return _from_state_dict_method(model, save, stored)
     return None
+
+
+def _loads_an_optimizer(effect) -> bool:
+    """An effect of a project function that loads an optimizer's state, wherever that optimizer lives
+    (one the function builds for itself too): a call of it resumes the run."""
+    return effect.action == LOAD and (effect.role == OPTIMIZER or optimizer_named(effect.place.rsplit(":", 1)[-1]))
 
 
 def _entry_read(value: cst.BaseExpression) -> Optional[str]:

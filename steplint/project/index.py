@@ -126,7 +126,7 @@ class ProjectIndex:
         head, _, rest = name.partition(".")
         if head in module.imports:
             qualified = module.imports[head] + (f".{rest}" if rest else "")
-            for target, attribute in self._modules_for(path, qualified):
+            for target, attribute in self._modules_for(path, qualified) or self._on_a_search_path(qualified):
                 if not attribute:
                     return None  # a module, not a function or class
                 if attribute in self.modules[target].functions or "." not in attribute and _defines_class(self.modules[target], attribute):
@@ -145,6 +145,21 @@ class ProjectIndex:
 
     def _modules_for(self, importer: str, qualified: str) -> List[Tuple[str, str]]:
         return modules_for(self.modules, self._dotted, importer, qualified)
+
+    def _on_a_search_path(self, qualified: str) -> List[Tuple[str, str]]:
+        """An absolute import found from no folder of the importer: the one module of the project whose
+        dotted name ends with it (`from base import Trainer` for `common/base.py`, a folder the scripts
+        put on `sys.path`). A caller takes it only if it defines the name imported."""
+        parts = qualified.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            paths = self._by_dotted_tail.get(".".join(parts[:cut]), ())
+            if len(paths) == 1:
+                return [(paths[0], ".".join(parts[cut:]))]
+        return []
+
+    @cached_property
+    def _by_dotted_tail(self) -> Dict[str, List[str]]:
+        return dotted_tails(self.modules)
 
     # -- composing effects -----------------------------------------------------------------------
 
@@ -314,6 +329,18 @@ def dotted_names(paths) -> Dict[str, str]:
     for path in sorted(paths):
         for name in _module_names(path):
             found.setdefault(name, path)
+    return found
+
+
+def dotted_tails(paths) -> Dict[str, List[str]]:
+    """The last parts of each module's dotted name (`base`, `core.function` of `lib/core/function.py`)
+    -> the modules whose name they end: what an import finds once a script puts a folder on `sys.path`."""
+    found: Dict[str, List[str]] = {}
+    for path in sorted(paths):
+        names = _module_names(path)
+        parts = names[0].split(".") if names else []
+        for cut in range(1, len(parts)):
+            found.setdefault(".".join(parts[cut:]), []).append(path)
     return found
 
 

@@ -21,7 +21,7 @@ import posixpath
 import re
 from typing import Dict, Iterable, Iterator, List, Set
 
-from steplint.project.index import dotted_names, import_root, modules_for
+from steplint.project.index import dotted_names, dotted_tails, import_root, modules_for
 
 _CONTINUED = r"[^\n;\\]*(?:\\\r?\n[^\n;\\]*)*"  # the rest of a logical line, backslash continuations included
 # (Led by a literal, not by `\b`, these search 20x faster; the word boundary before is checked after.)
@@ -59,6 +59,7 @@ def imports(texts: Dict[str, str]) -> Dict[str, Set[str]]:
     known = set(paths)
     dotted = dotted_names(paths)
     names = sorted(dotted)
+    tails = dotted_tails(paths)
     found: Dict[str, Set[str]] = {path: set() for path in paths}
     candidates: Dict[tuple, List[str]] = {}  # (folder, name) -> targets: the same for all modules of a folder
     for importer in paths:
@@ -66,7 +67,7 @@ def imports(texts: Dict[str, str]) -> Dict[str, Set[str]]:
         for qualified in set(_imported(texts[importer])):
             targets = candidates.get((folder, qualified))
             if targets is None:
-                targets = candidates[folder, qualified] = list(_candidates(paths, known, dotted, names, importer, qualified))
+                targets = candidates[folder, qualified] = list(_candidates(paths, known, dotted, names, tails, importer, qualified))
             found[importer].update(target for target in targets if target != importer)
     return found
 
@@ -104,10 +105,14 @@ def _names(listed: str) -> Iterator[str]:
             yield name.group()
 
 
-def _candidates(paths: List[str], known: Set[str], dotted: Dict[str, str], names: List[str], importer: str, qualified: str) -> Iterator[str]:
+def _candidates(paths: List[str], known: Set[str], dotted: Dict[str, str], names: List[str], tails: Dict[str, List[str]], importer: str,
+                qualified: str) -> Iterator[str]:
     """The modules a call through `qualified`, or through any attribute path below it, can resolve into."""
-    yield from (target for target, _ in modules_for(known, dotted, importer, qualified))
+    found = [target for target, _ in modules_for(known, dotted, importer, qualified)]
+    yield from found
     root, parts, relative = import_root(importer, qualified)
+    if not found and not relative:  # (each module the name may find on a folder some script puts on `sys.path`)
+        yield from (path for cut in range(1, len(parts) + 1) for path in tails.get(".".join(parts[:cut]), ()))
     stem = "/".join([root, *parts] if root else parts)
     yield from _starting_with(paths, stem + "/" if stem else "")
     if not relative and parts:

@@ -24,7 +24,7 @@ from steplint.model import (
 from steplint.model.events import CALL, copies_live_state
 from steplint.model.guards import COMMIT_GATE, RANK
 from steplint.model.options import returned_options
-from steplint.model.roles import SCALER, SCALER_OFF, SCHEDULER, STATEFUL_MODULES
+from steplint.model.roles import SCALER, SCALER_OFF, SCHEDULER, STATEFUL_MODULES, own_imports
 from steplint.model.structure import Scope, Site
 from steplint.model.state import reads_an_entry
 from steplint.model.syntax import assignment_targets, dotted, last_name, literal, walk_expressions
@@ -77,6 +77,9 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
         relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules), switched_on=sorted(model.guards.switched_on_calls),
         resumes=model.state.resumes_here, lr_methods=sorted(model.roles.own_scheduler_methods),
     )
+    for scope in model.structure.scopes:  # (names a function imports for itself: the index resolves its calls with them)
+        for name, qualified in scope.imports.items() if scope.name != "<module>" else ():
+            summary.imports.setdefault(name, qualified)
     lines = _definition_lines(model.source.text)
     functions: Dict[int, s.FunctionSummary] = {}
     for scope in model.structure.scopes:
@@ -224,7 +227,7 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
     if callee is None:
         return None
     head = callee.split(".")[0]
-    qualified = model.imports.names.get(head)
+    qualified = _imported(model, head, scope)
     built = _local_class_of(model, head, scope)
     if built is not None:  # a method of an object the function builds from a class of the project (`ckpt.save(...)`)
         function.local_classes[head] = built
@@ -270,10 +273,16 @@ def _local_class_of(model: ModuleModel, head: str, scope: Scope) -> Optional[str
     if not built:
         return None
     first = built.split(".")[0]
-    qualified = model.imports.names.get(first)
+    qualified = _imported(model, first, top)
     if qualified is not None:
         return built if not (qualified + ".").startswith(_EXTERNAL) else None
     return built if "." not in built and any(isinstance(st, cst.ClassDef) and st.name.value == built for st in model.module.body) else None
+
+
+def _imported(model: ModuleModel, name: str, scope: Scope) -> Optional[str]:
+    """What `name` was imported as: by the module, or by the function itself (`from base import Trainer`
+    inside `main()`, the folder of `base` put on `sys.path` just before)."""
+    return model.imports.names.get(name) or own_imports(scope).get(name)
 
 
 def _built_locals(model: ModuleModel, top: Scope) -> Dict[str, str]:

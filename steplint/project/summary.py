@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 12  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 13  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
