@@ -231,12 +231,22 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     # A restore under an option that takes a value (`--resume PATH` with default None, `--load_epoch N` with
     # default -1) is the resume a user runs after a crash, with the path or epoch of that run: no launch file
     # can show it, and it runs all the same.
+    # What runs beside such a restore, under the same switch, runs on the resumed runs with it (the
+    # scheduler replayed to the resumed epoch, `for _ in range(start): scheduler.step()`).
+    never_runs = {id(e): roles.command_line.never_runs(e.site) for e in model.events}
     def runs(event: Event) -> bool:
-        option = roles.command_line.never_runs(event.site)
+        option = never_runs[id(event)]
         return option is None or event.kind == STATE_LOAD and roles.command_line.value_option(option)
-    model.events = [e for e in model.events if runs(e)]
-    if project is not None:
-        model.events = sorted(model.events + call_events(model, project), key=lambda e: e.order)
+    kept = [e for e in model.events if runs(e)]
+    dropped = [e for e in model.events if not runs(e)]
+    model.events = kept
+    calls = call_events(model, project) if project is not None else []
+    resume_switches = {never_runs[id(e)] for e in kept if e.kind == STATE_LOAD} - {None}
+    resume_switches |= {option for e in calls if e.kind == STATE_LOAD and (option := roles.command_line.never_runs(e.site)) is not None}
+    resumed = {id(e.node) for e in calls}
+    beside = [e for e in dropped if never_runs[id(e)] in resume_switches and id(e.node) not in resumed]
+    if project is not None or beside:
+        model.events = sorted(kept + calls + beside, key=lambda e: e.order)
     engines = [e for e in model.events if e.strategy == "deepspeed"]
     if engines and not deepspeed_fp16_shown(module, source.text, structure.statements):
         # A DeepSpeed engine skips (to calibrate its loss scale) only with fp16 on, often set in a
