@@ -378,6 +378,12 @@ class RoleTable:
             return Role(BOOSTER, CONSTRUCTOR, skips=COLOSSALAI if self._boosted_in_fp16(call, scope) else None)
         if qualified in ACCELERATOR_CLASSES:
             given = keyword(call, "mixed_precision")
+            legacy = keyword(call, "fp16") if given is None else None
+            if legacy is not None:  # (accelerate < 0.15: `Accelerator(fp16=args.fp16)`)
+                on = literal(legacy)
+                if on is ... and self.command_line.off_as_run(legacy, scope):
+                    on = False
+                return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=PRECISION_FROM_EXPRESSION if on is ... else "fp16" if on else "no")
             # `...`: an expression (may be fp16); None: not in the code (from `accelerate config`)
             precision = None if given is None else literal(given)
             if precision is ... and isinstance(given, cst.Name):
