@@ -1,7 +1,8 @@
 """## What it does
 Finds an accumulation window tested as `step % accum == 0` after the backward, where `step` counts
-micro-batches from 0: `enumerate(loader)` without a start, `range(n)`, or a counter set to 0 and
-incremented after the test. And its mirror: `(step + 1) % accum == 0` where `step` counts from 1
+micro-batches from 0: `enumerate(loader)` without a start, `range(n)`, a counter set to 0 and
+incremented after the test, or the micro-batch's position in the run, `i + epoch * len(loader)`, with
+both loop indices from 0 (an epoch handed in as a parameter may never be 0 there: silent). And its mirror: `(step + 1) % accum == 0` where `step` counts from 1
 (`enumerate(loader, 1)`, or a counter set to 0 and incremented at the top of every pass, before the
 test), whose first window has `accum - 1` micro-batches.
 

@@ -42,7 +42,8 @@ def _reference(batches):
 @pytest.mark.runtime
 @pytest.mark.parametrize(
     "function, first_window",
-    [("train", 1), ("train_counted", 1), ("train_through_helpers", 1), ("train_counted_first", ACCUM - 1), ("train_from_one", ACCUM - 1)],
+    [("train", 1), ("train_counted", 1), ("train_through_helpers", 1), ("train_counted_first", ACCUM - 1), ("train_from_one", ACCUM - 1),
+     ("train_by_position", 1)],
 )
 def test_off_by_one_fix_makes_full_windows(tmp_path, function, first_window):
     torch.manual_seed(1)

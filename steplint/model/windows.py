@@ -167,6 +167,8 @@ def first_index(model: "ModuleModel", boundary: ModuloBoundary) -> Optional[int]
         return start if not list(_rebindings(model, scope, name, loop)) and not moved else None
     if scope.owner_of(name) is not scope or scope.name == "<module>":
         return None
+    if isinstance(loop, cst.For) and _position_from_the_index(model, scope, name, loop, boundary.site):
+        return 0
     increments = [e for e in model.of_kind(COUNTER_INCREMENT) if e.site.scope is scope and dotted(e.subject) == name]
     if len(increments) != 1:
         return None
@@ -179,6 +181,41 @@ def first_index(model: "ModuleModel", boundary: ModuloBoundary) -> Optional[int]
         return 0
     before = model.passes.same_iteration(increment.site, boundary.site) and increment.site.order < boundary.site.order
     return 1 if before and model.passes.runs_only_with(boundary.site, increment.site) else None
+
+
+def _position_from_the_index(model: "ModuleModel", scope: Scope, name: str, loop: cst.For, boundary: Site) -> bool:
+    """`ni = i + epoch * len(loader)` (or `* epoch_size`, a name set to `len(loader)`), set once in the
+    loop before the test, from the loop's `enumerate` index from 0 and the index from 0 of a loop around
+    it (`for epoch in range(epochs)`): the position of the micro-batch in the run, 0 on the run's first
+    micro-batch. (An epoch handed in as a parameter may never be 0 there: a warmup epoch run by another
+    function, then windows that go on across epochs.)"""
+    bindings = list(_rebindings(model, scope, name, None))
+    if len(bindings) != 1:
+        return False
+    node, site = bindings[0]
+    value = node.value if isinstance(node, cst.Assign) and len(node.targets) == 1 else None
+    if not (site.loop is loop and site.order < boundary.order and isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+        return False
+    for index, offset in ((value.left, value.right), (value.right, value.left)):
+        if isinstance(index, cst.Name) and _loop_index_start(loop, index.value) == 0 and not list(_rebindings(model, scope, index.value, loop)):
+            factors = (offset.left, offset.right) if isinstance(offset, cst.BinaryOperation) and isinstance(offset.operator, cst.Multiply) else ()
+            for length, outer in (factors, factors[::-1]) if factors else ():
+                if _length_of(model, scope, length, loop) and isinstance(outer, cst.Name) and any(
+                    isinstance(around, cst.For) and around is not loop and _loop_index_start(around, outer.value) == 0 for around in site.loops
+                ):
+                    return True
+    return False
+
+
+def _length_of(model: "ModuleModel", scope: Scope, expr: cst.BaseExpression, loop: cst.For) -> bool:
+    """`len(loader)` of the loader the loop's `enumerate` runs over, or a name set once to it in `scope`."""
+    iterable = unwrap_progress(loop.iter)
+    loader = positional(iterable)[0] if isinstance(iterable, cst.Call) and positional(iterable) else None
+    if isinstance(expr, cst.Name):
+        once = model.roles.command_line.set_once(scope, expr.value)
+        expr = once[0] if once is not None else expr
+    return (isinstance(expr, cst.Call) and dotted(expr.func) == "len" and loader is not None and len(expr.args) == 1
+            and dotted(expr.args[0].value) is not None and dotted(expr.args[0].value) == dotted(loader))
 
 
 def indexes_its_loop(boundary: ModuloBoundary) -> bool:

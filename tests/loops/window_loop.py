@@ -59,3 +59,16 @@ def train_from_one(model, optimizer, batches, accum):
         if (step + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def train_by_position(model, optimizer, batches, accum):
+    """The window tested on the micro-batch's position in the run (`i + epoch * len(loader)`), over two epochs."""
+    epochs = [batches[: len(batches) // 2], batches[len(batches) // 2 :]]
+    for epoch in range(len(epochs)):
+        loader = epochs[epoch]
+        for i, x in enumerate(loader):
+            position = i + epoch * len(loader)
+            (model(x).pow(2).mean() / accum).backward()
+            if position % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
