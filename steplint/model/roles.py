@@ -106,6 +106,11 @@ class Role:
     present_if: Optional[str] = None  # built only when a flag holds (`GradScaler() if amp else None`): "<scope>:<flag>"
 
 
+LIGHTNING_MIXED_PRECISION = "lightning-mixed-precision"  # a Lightning optimizer stepped by hand under 16-bit mixed precision
+_LIGHTNING_MIXED_16 = {"16", "16-mixed"}  # Lightning's precisions that scale the loss ("16-true" and "bf16-mixed" do not)
+LIGHTNING_TRAINERS = {"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"}
+
+
 def _lr_step_shape(call: cst.Call, site) -> bool:
     """A step call shaped as a learning-rate scheduler's: a statement of its own, whose result nothing reads
     (`scheduler.step()`, `step(epoch)`, `step(val_loss)`), not a sampler's denoising step, whose result is the
@@ -320,9 +325,11 @@ class RoleTable:
         """The role of the object a call builds, judged by the import-resolved callee."""
         func = call.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name and scope.class_name:
-            # Lightning manual optimization: self.optimizers(), self.lr_schedulers()
+            # Lightning manual optimization: self.optimizers(), self.lr_schedulers(); under 16-bit mixed
+            # precision the optimizers' `step()` runs the precision plugin's GradScaler, which may skip it
             kind = {"optimizers": OPTIMIZER, "lr_schedulers": SCHEDULER}.get(func.attr.value)
-            return Role(kind, USE) if kind else None
+            skips = LIGHTNING_MIXED_PRECISION if kind == OPTIMIZER and self._lightning_mixed_precision else None
+            return Role(kind, USE, skips=skips) if kind else None
         owner = scope.owner_of(call.func.value) if isinstance(call.func, cst.Name) else None
         derived_from = self.scheduler_classes.get(call.func.value) if isinstance(call.func, cst.Name) and (owner is None or owner.name == "<module>") else None
         if derived_from is not None:  # `class WarmupPolyLR(torch.optim.lr_scheduler._LRScheduler)` of the project
@@ -390,6 +397,17 @@ class RoleTable:
                 precision = self.default_as_run(given.value, scope)
             return Role(ACCELERATOR, CONSTRUCTOR, mixed_precision=PRECISION_FROM_EXPRESSION if precision is ... else precision)
         return None
+
+    @cached_property
+    def _lightning_mixed_precision(self) -> bool:
+        """The module's Lightning runs may train in 16-bit mixed precision, with a GradScaler: the Trainer it
+        builds itself is given that precision as written (`L.Trainer(precision="16-mixed")`, which decides
+        alone), or else a config file of the project gives it (`trainer: {precision: 16-mixed}`)."""
+        written = [literal(keyword(call, "precision")) for call, site in self.structure.calls
+                   if (self.qualified(call.func, site.scope) or "") in LIGHTNING_TRAINERS and keyword(call, "precision") is not None]
+        if written and all(value is not ... for value in written):
+            return any(str(value) in _LIGHTNING_MIXED_16 for value in written)
+        return self.project is not None and any(value in _LIGHTNING_MIXED_16 for value in self.project.precisions_configured)
 
     def _replaced_after(self, optimizer: Optional[str], call: cst.Call, scope: Scope) -> bool:
         """Whether the optimizer a scheduler is built on (by key) is then replaced under its name by a new

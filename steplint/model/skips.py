@@ -33,6 +33,7 @@ _NO_SIGNAL = {
     "apex-fused-fp16-optimizer": "apex's fused FP16_Optimizer skips it whenever the gradients' norm is inf/NaN, with a static loss scale too, and keeps no flag of the skip",
     "declared": "the configuration declares this optimizer skippable; gate on its framework's own commit signal",
     "colossalai": "a ColossalAI optimizer boosted in fp16 skips it on overflow and has no signal of the skip; in bf16 it never skips",
+    "lightning-mixed-precision": "Lightning's 16-bit mixed precision skips it on overflow and returns nothing that says so; a step post-hook on the wrapped optimizer (`opt.optimizer.register_step_post_hook`) runs only for the updates that committed",
     "overflow-error": "the `except OverflowError` drops it and goes on: advance this in the `try` after the step, or under a flag the handler sets",
 }
 

@@ -53,6 +53,7 @@ class ModuleContext:
     switches_set_true: List[str] = field(default_factory=list)  # keys of loss-scaling switches some config, launch or code sets true
     switches_given_to_scripts: List[str] = field(default_factory=list)  # loss-scaling switches a launch line gives the script it names
     configured_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key or number key path -> the values the configs give it (nothing else sets it)
+    precisions_configured: List[str] = field(default_factory=list)  # each value a config file gives a key named `precision` (Lightning's Trainer)
     scheduler_classes: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler its class of the project derives from
     scheduler_methods: List[str] = field(default_factory=list)  # methods that set an optimizer's LR in some class of the project (ModuleSummary.lr_methods)
 

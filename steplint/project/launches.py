@@ -241,7 +241,13 @@ class Launches:
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
                 "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
-                "configured_values": self.configured_values(configs)}
+                "configured_values": self.configured_values(configs), "precisions_configured": self.precisions_configured(configs)}
+
+    def precisions_configured(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
+        """Every value a config file gives a key named `precision` (Lightning's `trainer: {precision: 16-mixed}`),
+        whatever else sets it: a run with that config file trains in it."""
+        configs = configs or self.configs
+        return sorted({word for path, words in configs.config_values.items() if path.rsplit(".", 1)[-1] == "precision" for word in words})
 
     def switches_given_to_scripts(self) -> Set[str]:
         """The loss-scaling switches launch lines give the scripts they name (`train.py --fp16`)."""
