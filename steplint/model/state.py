@@ -263,8 +263,12 @@ class State:
         chosen_by = {written(guard.test) for guard in load.site.guards if not guard.negated and not guard.early_exit}
         if not read_back or not chosen_by:
             return False
+        # (a branch the load's own tests rule out, `else:` of `if load_step and load_optimizer:`, is another path: a warm start beside the resume)
+        ruled_out = {(id(guard.test), not guard.negated) for guard in load.site.guards if not guard.early_exit}
         for node, site in self.model.statements_of(scope):
             if site.order <= load.order or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            if any((id(guard.test), guard.negated) in ruled_out for guard in site.guards):
                 continue
             target, value = node.targets[0].target, literal(node.value)
             if isinstance(target, cst.Name) and target.value in read_back and isinstance(value, int) and not isinstance(value, bool):
