@@ -82,7 +82,9 @@ def check(model):
         if event.kind == COUNTER_INCREMENT and not model.events_in(event.site.scope, *STEPS):
             continue  # (a loop index of a helper with no training step of its own is not a schedule)
         # (a rank that raises ends the run, for every rank: no rank goes on with another count)
-        ranks = [guard for guard in model.guards.of_kind(event.site, RANK) if not guard.raises]
+        # (a rank test that holds on every rank as run, `if args.eval_first and is_main_process(): return` with no run
+        # giving --eval_first, divides no ranks)
+        ranks = [guard for guard in model.guards.of_kind(event.site, RANK) if not guard.raises and not model.roles.command_line.lets_through(guard, event.site.scope)]
         if not ranks:
             continue
         name = model.text.of(event.subject)

@@ -101,9 +101,12 @@ class CommandLine:
 
     def lets_through(self, guard, scope) -> bool:
         """The guard's test goes its statement's way in every run the project shows (`if update:` with
-        `update = True`, its other value set only under an option no launch gives)."""
+        `update = True`, its other value set only under an option no launch gives; what follows `if
+        args.eval_first and is_main_process(): return`, with no launch giving `--eval_first`)."""
         value, option = self.value_as_run(guard.test, scope)
-        return option is not None and value is not ... and bool(value) != guard.negated
+        if option is not None and value is not ... and bool(value) != guard.negated:
+            return True
+        return (self._false_as_run(guard.test, scope) if guard.negated else self._true_as_run(guard.test, scope)) is not None
 
     def off_as_run(self, test: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
         """The option (`--fp16`) that makes `test` false in every run the project shows, or None when it
