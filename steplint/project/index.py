@@ -126,7 +126,7 @@ class ProjectIndex:
         head, _, rest = name.partition(".")
         if head in module.imports:
             qualified = module.imports[head] + (f".{rest}" if rest else "")
-            for target, attribute in self._modules_for(path, qualified) or self._on_a_search_path(qualified):
+            for target, attribute in self._modules_for(path, qualified) or self._on_a_search_path(path, qualified):
                 if not attribute:
                     return None  # a module, not a function or class
                 if attribute in self.modules[target].functions or "." not in attribute and _defines_class(self.modules[target], attribute):
@@ -146,13 +146,20 @@ class ProjectIndex:
     def _modules_for(self, importer: str, qualified: str) -> List[Tuple[str, str]]:
         return modules_for(self.modules, self._dotted, importer, qualified)
 
-    def _on_a_search_path(self, qualified: str) -> List[Tuple[str, str]]:
+    def _on_a_search_path(self, importer: str, qualified: str) -> List[Tuple[str, str]]:
         """An absolute import found from no folder of the importer: the one module of the project whose
         dotted name ends with it (`from base import Trainer` for `common/base.py`, a folder the scripts
-        put on `sys.path`). A caller takes it only if it defines the name imported."""
+        put on `sys.path`), or of several, the one in a folder the importer puts there by name (`import
+        utils` after `sys.path.append(os.path.join(now_dir, "train"))`). A caller takes it only if it
+        defines the name imported."""
         parts = qualified.split(".")
+        folders = set(self.modules[importer].search_folders)
         for cut in range(len(parts) - 1, 0, -1):
-            paths = self._by_dotted_tail.get(".".join(parts[:cut]), ())
+            module = ".".join(parts[:cut])
+            paths = self._by_dotted_tail.get(module, ())
+            if len(paths) > 1 and folders:  # (the folder that holds the module's first part)
+                depth = module.count(".") + 1
+                paths = [p for p in paths if posixpath.basename(posixpath.dirname(_strip_parts(p, depth))) in folders]
             if len(paths) == 1:
                 return [(paths[0], ".".join(parts[cut:]))]
         return []
@@ -330,6 +337,15 @@ def dotted_names(paths) -> Dict[str, str]:
         for name in _module_names(path):
             found.setdefault(name, path)
     return found
+
+
+def _strip_parts(path: str, depth: int) -> str:
+    """`train/utils.py` with depth 1 -> `train/utils`; `lib/core/function.py` with depth 2 -> `lib/core`...: the
+    path of the module's first dotted part."""
+    stem = path[: -len("/__init__.py")] if path.endswith("/__init__.py") else path[: -len(".py")]
+    for _ in range(depth - 1):
+        stem = posixpath.dirname(stem)
+    return stem
 
 
 def dotted_tails(paths) -> Dict[str, List[str]]:

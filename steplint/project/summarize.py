@@ -75,7 +75,7 @@ def _star_name(scope: Scope, which: str) -> Optional[str]:
 def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
     summary = s.ModuleSummary(
         relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules), switched_on=sorted(model.guards.switched_on_calls),
-        resumes=model.state.resumes_here, lr_methods=sorted(model.roles.own_scheduler_methods),
+        resumes=model.state.resumes_here, lr_methods=sorted(model.roles.own_scheduler_methods), search_folders=_search_folders(model),
     )
     for scope in model.structure.scopes:  # (names a function imports for itself: the index resolves its calls with them)
         for name, qualified in scope.imports.items() if scope.name != "<module>" else ():
@@ -277,6 +277,20 @@ def _local_class_of(model: ModuleModel, head: str, scope: Scope) -> Optional[str
     if qualified is not None:
         return built if not (qualified + ".").startswith(_EXTERNAL) else None
     return built if "." not in built and any(isinstance(st, cst.ClassDef) and st.name.value == built for st in model.module.body) else None
+
+
+def _search_folders(model: ModuleModel) -> List[str]:
+    """The folders the module puts on `sys.path`, by the last name its path spells out
+    (`sys.path.append(os.path.join(now_dir, "train"))`, `sys.path.insert(0, "../common")`)."""
+    found = set()
+    for call, site in model.structure.calls:
+        if dotted(call.func) in ("sys.path.append", "sys.path.insert") and call.args:
+            path = call.args[-1].value
+            names = [literal(sub) for sub in walk_expressions(path) if isinstance(sub, cst.SimpleString)]
+            last = names[-1].rstrip("/").rsplit("/", 1)[-1] if names and isinstance(names[-1], str) else ""
+            if last and last not in (".", ".."):
+                found.add(last)
+    return sorted(found)
 
 
 def _imported(model: ModuleModel, name: str, scope: Scope) -> Optional[str]:

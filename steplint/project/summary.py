@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 13  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 14  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -68,6 +68,7 @@ class ModuleSummary:
     class_bases: Dict[str, List[str]] = field(default_factory=dict)  # class -> its base classes, as written
     command_line: Optional[dict] = None  # the options it declares, when a function returns them (CommandLine.declarations)
     lr_methods: List[str] = field(default_factory=list)  # methods of its classes that set an optimizer's LR (steplint.model.events.lr_setting_methods)
+    search_folders: List[str] = field(default_factory=list)  # folders it puts on sys.path by name (`sys.path.append(os.path.join(root, "train"))`: train)
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
@@ -80,5 +81,5 @@ class ModuleSummary:
         return ModuleSummary(
             data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ())),
             list(data.get("switched_on", ())), bool(data.get("resumes", False)), {k: list(v) for k, v in data.get("class_bases", {}).items()},
-            data.get("command_line"), list(data.get("lr_methods", ())),
+            data.get("command_line"), list(data.get("lr_methods", ())), list(data.get("search_folders", ())),
         )
