@@ -236,6 +236,7 @@ def _counter_unit(model, key: str) -> CounterUnit:
         found.extend(model.units.batch_keyed.get(key, ()))
         found.extend(model.units.data_offsets.get(key, ()))
         found.extend(_position_by_length(model, key, scope))
+        found.extend(_added_to_whole_passes(model, key, scope))
         found.extend(e for e in (_replays(model, key, i) for i in increments) if e is not None)
         if key in model.counters.reset_each_pass:
             found.append(Evidence(BATCHES, increments[0].node, "set back to 0 before each pass over the data: the index of a batch in its epoch"))
@@ -501,6 +502,21 @@ def _run_position(model, key: str, call: cst.Call) -> Optional[cst.BinaryOperati
             if passes and any(model.roles.key(p, site.scope) == key for p in parts if isinstance(p, cst.Name)):
                 return sub
     return None
+
+
+def _added_to_whole_passes(model, key: str, scope) -> List[Evidence]:
+    """`it = len(data_loader) * epoch + epoch_it`: the counter added to a count of whole passes over the
+    data is where the run stands in the data's batches, and the counter the index of a batch in its pass."""
+    for node, site in model.statements_in(scope, key):
+        for sub in walk_expressions(node):
+            if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Add)):
+                continue
+            parts = _addends(sub)
+            passes = [p for p in parts if isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Multiply)
+                      and any(isinstance(f, cst.Call) and dotted(f.func) == "len" and len(f.args) == 1 for f in (p.left, p.right))]
+            if passes and any(isinstance(p, (cst.Name, cst.Attribute)) and model.roles.key(p, site.scope) == key for p in parts):
+                return [Evidence(BATCHES, sub, f"added to a count of whole passes over the data (`{model.text.of(sub)}`): the index of a batch in its pass")]
+    return []
 
 
 def _addends(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
