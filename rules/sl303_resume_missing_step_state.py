@@ -32,8 +32,10 @@ fp16 (`mixed_precision="fp16"`, or the module's parser defaulting `--mixed-preci
 for `Accelerator(**kwargs)`). A counter the code
 sets back to 0 at each pass over the data (the index of a batch in its epoch) needs no restoring.
 The optimizers one run of a function restores (a GAN's generator and discriminator, each in its own
-`try`, or in two methods of its trainer class) are parts of one resume, reported once; the same
-optimizer restored again from another source, or in another branch, is another resume.
+`try`, or in two methods of its trainer class) are parts of one resume, reported once; so are the
+files of one snapshot restored in turn through one helper, in one block (two generators sharing an
+optimizer, each from its own file); the same optimizer restored again from another source, or in
+another branch, is another resume.
 A warm start is no resume: an optimizer state loaded from another run, after which the code puts
 back the learning rates it read before the load, starts a new run with a fresh scaler.
 A scheduler put back at the resumed position needs no state of its own: `scheduler.last_epoch = ...`,
@@ -124,7 +126,7 @@ def check(model):
         # one restored again, or in another branch, is another resume, unless the code is a copy of the
         # first, under the same tests)
         resume = next((r for r in resumes if model.state.same_snapshot(r.parts, load.site, [restoring]) or any(_repeated(model, site, load.site) for site, _ in r.parts)
-                       or _another_network_of_the_class(r, load, restoring, missing)), None)
+                       or _another_network_of_the_class(r, load, restoring, missing) or _another_file_of_the_block(r, load, missing)), None)
         if resume is None:
             resumes.append(_Resume(load, missing, restarted, [(load.site, [restoring])]))
             continue
@@ -157,6 +159,20 @@ def _repeated(model, earlier, site):
         texts = [site.statement] + [g.test for g in site.guards if not g.early_exit]
         return ["".join(model.text.of(node).split()).replace('"', "'") for node in texts]
     return earlier.scope is site.scope and written(earlier) == written(site)
+
+
+def _another_file_of_the_block(resume, load, missing):
+    """CycleGAN's `load_resume_state_dict(g_A_model, ..., g_optimizer, ...)`, then the same for `g_B_model` with
+    the same `g_optimizer`, one after the other in one block: the files of one snapshot restored in turn,
+    leaving out the same state, are one resume (the same optimizer restored from another source, or in
+    another branch, is another one)."""
+    def tests(site):
+        return [(id(g.test), g.negated) for g in site.guards if not g.early_exit]
+
+    def same_block(site):
+        return site.scope is load.site.scope and site.trail[-1][0] is load.site.trail[-1][0] and tests(site) == tests(load.site)
+    return (load.via is not None and resume.first.via is not None and load.via.via == resume.first.via.via and sorted(missing) == sorted(resume.missing)
+            and any(same_block(site) for site, _ in resume.parts))
 
 
 def _another_network_of_the_class(resume, load, restoring, missing):
