@@ -315,10 +315,12 @@ class Counters:
         all in loops (an evaluation run once by hand); else None."""
         loop, scope = increment.site.loop, increment.site.scope
         key = self.model.roles.key(increment.subject, scope)
-        if not isinstance(loop, cst.For) or key is None:
+        if loop is None or key is None:
             return None
         if self._reset_outside(key, loop, scope):
-            return "epoch"
+            return "epoch"  # (also a `while` walking a batch: `pointer = 0`, then `while ...: pointer += 1`, on each pass)
+        if not isinstance(loop, cst.For):
+            return None
         if len(increment.site.loops) != 1:
             return None
         params = {self.model.roles.key(p.name, scope) for p in scope.params}
@@ -358,9 +360,9 @@ class Counters:
             for target in assignment_targets(node)
         }
 
-    def _reset_outside(self, key: str, loop: cst.For, scope: Scope) -> bool:
+    def _reset_outside(self, key: str, loop, scope: Scope) -> bool:
         """The counter is set to a literal in a loop that encloses `loop` (once per epoch), not in `loop`."""
-        where = self.model.structure.site_of.get(id(loop.iter))  # the header's site: the loops around `loop`
+        where = self.model.structure.site_of.get(id(loop.iter if isinstance(loop, cst.For) else loop.test))  # the header's site: the loops around `loop`
         if where is None:
             return False
         return any(
