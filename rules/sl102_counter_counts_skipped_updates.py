@@ -45,7 +45,8 @@ before each pass over the data (the index of a batch in its epoch). A consumer s
 batches (an evaluation every `n_train // (4 * batch_size)` steps, a stop at `epochs * len(loader)`)
 counts batches too: a counter of attempts is right for it, a counter of windows is not. A counter
 that advances only where its own test lets it, against a value the loop measures anew
-(`if elapsed // interval >= saves: save(...); saves += 1`), or only in the `except` of a retry loop it
+(`if elapsed // interval >= saves: save(...); saves += 1`, also `pbar.n // 25e6 >= milestone + 1`
+with `pbar.update(k)` in the loop), or only in the `except` of a retry loop it
 bounds, counts the runs of that block, not steps: it is never reported.
 
 Silent for counters that feed none of these (a log line's index), or only evaluation cadences (an

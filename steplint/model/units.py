@@ -302,7 +302,7 @@ def _own_test(model, key: str, increment: Event) -> Optional[Evidence]:
             continue
         sides = (test.left, test.comparisons[0].comparator)
         mine = [side for side in sides if key in model.keys_in(side, increment.site.scope)]
-        if len(mine) != 1 or not isinstance(mine[0], (cst.Name, cst.Attribute)):
+        if len(mine) != 1 or not isinstance(_offset_removed(mine[0]), (cst.Name, cst.Attribute)):
             continue
         other = sides[1] if mine[0] is sides[0] else sides[0]
         if loop is not None and _recomputed_in(model, other, increment.site.scope, loop):
@@ -310,15 +310,29 @@ def _own_test(model, key: str, increment: Event) -> Optional[Evidence]:
     return None
 
 
+def _offset_removed(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`saves + 1` -> `saves`: the counter itself, beside a literal it is moved by."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)) and isinstance(expr.right, cst.Integer):
+        return expr.left
+    return expr
+
+
 def _recomputed_in(model, expr: cst.BaseExpression, scope, loop) -> bool:
-    """The expression calls something, or reads a name assigned in `loop` (a value that changes each pass)."""
+    """The expression calls something, reads a name assigned in `loop`, or an attribute of an object
+    whose method the loop calls (`pbar.n` beside `pbar.update(k)`): a value that changes each pass."""
     if any(isinstance(s, cst.Call) for s in walk_expressions(expr)):
         return True
     keys = model.keys_in(expr, scope)
-    return any(
+    if any(
         loop in site.loops and any(model.roles.key(t, scope) in keys for t in assignment_targets(node) if isinstance(t, (cst.Name, cst.Attribute)))
         for node, site in model.statements_of(scope)
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+    ):
+        return True
+    owners = {dotted(s.value) for s in walk_expressions(expr) if isinstance(s, cst.Attribute)} - {None, scope.self_name}
+    return bool(owners) and any(
+        loop in site.loops and isinstance(call.func, cst.Attribute) and dotted(call.func.value) in owners
+        for call, site in model.structure.calls if site.scope is scope
     )
 
 
