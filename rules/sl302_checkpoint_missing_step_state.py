@@ -112,30 +112,24 @@ def check(model):
         optimizers = [o for _, keys in snapshot.parts for o in keys]
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind]
                    if key not in held and (kind == "counter" or model.state.moves_with(key, optimizers))]
-        if not missing:
+        if not missing or _reported_at_the_helper(model, save, missing):
             continue
-        reported_elsewhere = _reported_at_the_helper(model, save, missing)
         # one dict saved twice, or two written out alike in one function (`last.pth` and `best.pth`, also
         # through two helpers, storing the same state), is one problem, reported at its first save, or at the one that writes the
         # optimizer itself where its files are saved one by one (a helper that builds its own checkpoint:
         # one problem per helper, however often it is called)
-        stored = tuple(sorted((kind, tuple(sorted(set(keys)))) for kind, keys in checkpoint.holds.items()))
+        stored = tuple(sorted((kind, tuple(sorted(keys))) for kind, keys in checkpoint.holds.items()))
         identities = {(id(save.site.scope), tuple(missing), stored)}  # (what it stores too: a copy, not another checkpoint)
         if save.via is not None and checkpoint.dict_node is None and checkpoint.name is None:
             identities.add((f"{save.via.via} in {save.via.where}", tuple(missing)))  # whichever function calls it
-        # (a save reported at its helper's own save takes in the copies its function writes alike with `torch.save`
-        # itself: one problem, reported there; a copy another helper writes is this module's to report)
         problem = next((p for p in problems if p[0] & identities), None)
         if problem is None:
-            problems.append([identities, None if reported_elsewhere else (save, checkpoint, missing)])
+            problems.append([identities, (save, checkpoint, missing)])
             continue
         problem[0] |= identities
-        if problem[1] is None or reported_elsewhere:
-            kept = problem[1] if problem[1] is not None and problem[1][0].via is not None else None
-            problem[1] = (save, checkpoint, missing) if kept is None and not reported_elsewhere and save.via is not None else kept
-        elif _saves_an_optimizer_itself(model, save, checkpoint) and not _saves_an_optimizer_itself(model, *problem[1][:2]):
+        if _saves_an_optimizer_itself(model, save, checkpoint) and not _saves_an_optimizer_itself(model, *problem[1][:2]):
             problem[1] = (save, checkpoint, missing)
-    for _, (save, checkpoint, missing) in (p for p in problems if p[1] is not None):
+    for _, (save, checkpoint, missing) in problems:
         names = [key.split(":", 1)[1] for _, key in missing]
         listed = ", ".join(model.state.describe_held(key) for _, key in missing)
         through = f" (saved by `{save.via.via}` in {save.via.where})" if save.via is not None else ""
