@@ -37,6 +37,7 @@ from steplint.model.events import (
     Event,
     collect_events,
     lr_setting_methods,
+    param_group_vars,
 )
 from steplint.model.counters import Counters
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, WINDOW_BOUNDARY, Guards
@@ -222,11 +223,13 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
         imports = ImportMap(module)
         structure = walk_module(module)
     positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
-    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project), source.text, lr_setting_methods(structure))
+    param_groups = param_group_vars(structure)
+    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project), source.text,
+                      lr_setting_methods(structure, param_groups))
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.callers_read = roles.callers_read  # (one set: a fact read later adds to it)
-    model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text)
+    model.events = collect_events(structure, roles, frozenset(helpers), "optimizer_step_was_skipped" in source.text, param_groups)
     # What runs only under a flag no run of the project gives (`if args.load_optimizer_scheduler:`) does not run.
     # A restore under an option that takes a value (`--resume PATH` with default None, `--load_epoch N` with
     # default -1) is the resume a user runs after a crash, with the path or epoch of that run: no launch file
@@ -237,8 +240,10 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     def runs(event: Event) -> bool:
         option = never_runs[id(event)]
         return option is None or event.kind == STATE_LOAD and roles.command_line.value_option(option)
-    kept = [e for e in model.events if runs(e)]
-    dropped = [e for e in model.events if not runs(e)]
+    kept: List[Event] = []
+    dropped: List[Event] = []
+    for event in model.events:
+        (kept if runs(event) else dropped).append(event)
     model.events = kept
     calls = call_events(model, project) if project is not None else []
     resume_switches = {never_runs[id(e)] for e in kept if e.kind == STATE_LOAD} - {None}

@@ -79,11 +79,10 @@ def _launched_precision(roles: RoleTable) -> Optional[str]:
     return "fp16" if given and f"{ACCELERATE_PRECISION}fp16" in given else None
 
 
-def collect_events(structure: Structure, roles: RoleTable, helper_names: frozenset, skip_flag_named: bool) -> List[Event]:
+def collect_events(structure: Structure, roles: RoleTable, helper_names: frozenset, skip_flag_named: bool, param_group_vars: set) -> List[Event]:
     """The module's events, in order. `skip_flag_named`: whether the text names `optimizer_step_was_skipped`
-    at all (without it, no statement is searched for a read of it)."""
+    at all (without it, no statement is searched for a read of it). `param_group_vars`: param_group_vars(structure)."""
     events: List[Event] = []
-    param_group_vars = _param_group_vars(structure)
     for call, site in structure.calls:
         event = _call_event(call, site, roles, helper_names)
         if event is not None:
@@ -311,7 +310,7 @@ def _rolled_back(argument: cst.BaseExpression, snapshots: set) -> bool:
     )
 
 
-def _param_group_vars(structure: Structure) -> set:
+def param_group_vars(structure: Structure) -> set:
     """Loop variables that hold an optimizer's param group: `for g in optimizer.param_groups`, also
     with its index or beside another sequence (`for i, g in enumerate(...)`, `for g, lr in zip(...)`)."""
     found = set()
@@ -331,11 +330,11 @@ def _param_groups(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Attribute) and expr.attr.value == "param_groups"
 
 
-def lr_setting_methods(structure: Structure) -> FrozenSet[str]:
+def lr_setting_methods(structure: Structure, groups: set) -> FrozenSet[str]:
     """Methods of the module's classes that set an optimizer's learning rate themselves (`def
     warmup_step(self): for g in self.optimizer.param_groups: g["lr"] = ...`): called on a scheduler,
-    they are its step, whatever their name. (`step` and `step_update` are a scheduler's step already.)"""
-    groups = _param_group_vars(structure)
+    they are its step, whatever their name. (`step` and `step_update` are a scheduler's step already.)
+    `groups`: param_group_vars(structure)."""
     return frozenset(
         site.scope.name.rsplit(".", 1)[-1]
         for node, site in structure.statements

@@ -506,14 +506,21 @@ def _run_position(model, key: str, call: cst.Call) -> Optional[cst.BinaryOperati
     header = model.structure.site_of.get(id(call))  # the loop header's site
     if name is None or header is None:
         return None
-    for node, site in model.statements_in(header.scope, key):
+    return _sum_with_whole_passes(model, key, header.scope, lambda product: any(
+        isinstance(s, cst.Call) and dotted(s.func) == "len" and len(s.args) == 1 and dotted(s.args[0].value) == name for s in walk_expressions(product)))
+
+
+def _sum_with_whole_passes(model, key: str, scope, counts_passes) -> Optional[cst.BinaryOperation]:
+    """A sum, in a statement of `scope` that reads the counter `key`, of the counter and a product that
+    `counts_passes` (a count of whole passes over the data): `(epoch - 1) * len(loader) + i + 1`."""
+    for node, site in model.statements_in(scope, key):
         for sub in walk_expressions(node):
             if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Add)):
                 continue
             parts = _addends(sub)
-            passes = [p for p in parts if isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Multiply) and any(
-                isinstance(s, cst.Call) and dotted(s.func) == "len" and len(s.args) == 1 and dotted(s.args[0].value) == name for s in walk_expressions(p))]
-            if passes and any(model.roles.key(p, site.scope) == key for p in parts if isinstance(p, cst.Name)):
+            if any(isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Multiply) and counts_passes(p) for p in parts) and any(
+                isinstance(p, (cst.Name, cst.Attribute)) and model.roles.key(p, site.scope) == key for p in parts
+            ):
                 return sub
     return None
 
@@ -521,16 +528,9 @@ def _run_position(model, key: str, call: cst.Call) -> Optional[cst.BinaryOperati
 def _added_to_whole_passes(model, key: str, scope) -> List[Evidence]:
     """`it = len(data_loader) * epoch + epoch_it`: the counter added to a count of whole passes over the
     data is where the run stands in the data's batches, and the counter the index of a batch in its pass."""
-    for node, site in model.statements_in(scope, key):
-        for sub in walk_expressions(node):
-            if not (isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, cst.Add)):
-                continue
-            parts = _addends(sub)
-            passes = [p for p in parts if isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Multiply)
-                      and any(isinstance(f, cst.Call) and dotted(f.func) == "len" and len(f.args) == 1 for f in (p.left, p.right))]
-            if passes and any(isinstance(p, (cst.Name, cst.Attribute)) and model.roles.key(p, site.scope) == key for p in parts):
-                return [Evidence(BATCHES, sub, f"added to a count of whole passes over the data (`{model.text.of(sub)}`): the index of a batch in its pass")]
-    return []
+    found = _sum_with_whole_passes(model, key, scope, lambda product: any(
+        isinstance(f, cst.Call) and dotted(f.func) == "len" and len(f.args) == 1 for f in (product.left, product.right)))
+    return [Evidence(BATCHES, found, f"added to a count of whole passes over the data (`{model.text.of(found)}`): the index of a batch in its pass")] if found else []
 
 
 def _addends(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
