@@ -100,7 +100,7 @@ def _stepped_per_epoch(model, reported):
 
 def _rescale(model, known, length, boundary, loader_length, accum):
     """`len(loader)` -> `(len(loader) // accum)` when that is exactly the windows per epoch."""
-    exact = boundary.shifted and indexes_its_loop(boundary) and counts_from_zero(model, boundary)
+    exact = boundary.shifted and not boundary.ends_at_the_data and indexes_its_loop(boundary) and counts_from_zero(model, boundary)
     order = model.order_of_expression(length.loader_length)
     if not exact or order is None or not visible_before(known, boundary.length, length.site.scope, order):
         return None

@@ -4,7 +4,9 @@ micro-batches from 0: `enumerate(loader)` without a start, `range(n)`, a counter
 incremented after the test, or the micro-batch's position in the run, `i + epoch * len(loader)`, with
 both loop indices from 0 (an epoch handed in as a parameter may never be 0 there: silent). And its mirror: `(step + 1) % accum == 0` where `step` counts from 1
 (`enumerate(loader, 1)`, or a counter set to 0 and incremented at the top of every pass, before the
-test), whose first window has `accum - 1` micro-batches.
+test), whose first window has `accum - 1` micro-batches. The loop may be a script's, at the top level of a
+module (unless a function of the module moves the counter too), and the test may also step at the end
+of the data (`... or i + 1 == len(loader)`): the windows before that are the modulo's.
 
 ## Why is this bad?
 On the first micro-batch `0 % accum == 0` holds, so the first update is made from one micro-batch
@@ -41,7 +43,8 @@ as that helper makes no update of its own.
 The fix tests `(step + 1) % accum == 0` (the mirror: `step % accum == 0`). Safe: a runtime test shows
 every window, the first included, then holds `accum` micro-batches (also with the backward and the
 update in helpers, and for both mirror forms). Unsafe when the window block itself reads `step`
-(a checkpoint name, a logged step): those values move with the boundary.
+(a checkpoint name, a logged step): those values move with the boundary; and when the test also steps
+at the end of the data, whose test of the same index the fix leaves as it is.
 Consistency: every other test of the same `step % accum` in the function (the `no_sync()` test that
 picks the micro-batch whose backward all-reduces) is shifted with the window test, so the
 gradients are reduced on the micro-batch the optimizer steps on (proven on two gloo ranks); when
@@ -69,12 +72,12 @@ def check(model):
             continue
         counter = boundary.counter
         test = model.text.of(boundary.comparison)
-        applicability = UNSAFE if reads_in_window(model, boundary) else SAFE
+        applicability = UNSAFE if reads_in_window(model, boundary) or boundary.ends_at_the_data else SAFE
         length = model.text.of(boundary.length)
         unshifted, shifted = window_index_readers(model, counter, boundary.length, boundary.site.scope, boundary.comparison.left)
         if boundary.shifted:
             index, replaced = counter.value, boundary.index
-            title = f"Test `{index}{test[model.text.span(replaced)[1] - model.text.span(boundary.comparison)[0]:]}`"
+            title = f"Test `{index}{test[_parenthesised(model, replaced)[1] - model.text.span(boundary.comparison)[0]:]}`"
             message = f"`{test}` first holds on micro-batch {length} - 1 (`{counter.value}` counts from 1): the first window has one micro-batch less than `{length}`"
             others, disagreeing = shifted, unshifted
         else:

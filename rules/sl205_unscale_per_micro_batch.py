@@ -50,8 +50,7 @@ import libcst as cst
 from steplint.fixes import SAFE, Fix
 from steplint.model import CLIP, SKIPPABLE_STEP, UNSCALE
 from steplint.model.roles import APEX_SCALE_LOSS, SCALER
-from steplint.model.syntax import walk_expressions
-from steplint.model.windows import reads_name
+from steplint.model.syntax import reads_name, walk_expressions
 from steplint.rewrite import lone_statement, move_before
 from steplint.rule import Finding, rule
 

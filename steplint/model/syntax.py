@@ -318,3 +318,10 @@ def is_cadence(test: cst.CSTNode) -> bool:
         or isinstance(sub, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in sub.comparisons)
         for sub in walk_expressions(test)
     )
+
+
+def reads_name(node: cst.CSTNode, name: str) -> bool:
+    """`node` holds the variable `name` (not an attribute or keyword spelled the same)."""
+    attributes = {id(n.attr) for n in walk_expressions(node) if isinstance(n, cst.Attribute)}
+    keywords = {id(n.keyword) for n in walk_expressions(node) if isinstance(n, cst.Arg) and n.keyword is not None}
+    return any(isinstance(n, cst.Name) and n.value == name and id(n) not in attributes | keywords for n in walk_expressions(node))

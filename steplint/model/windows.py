@@ -23,7 +23,7 @@ from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SCALED_BACK
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, unwrap_progress, walk_expressions
+from steplint.model.syntax import conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, reads_name, unwrap_progress, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ class ModuloBoundary:
     comparison: cst.Comparison
     index: cst.BaseExpression  # X, or X + 1
     length: cst.BaseExpression  # A
+    ends_at_the_data: bool = False  # `... or i + 1 == len(loader)`: also a boundary on the data's last micro-batch
 
     @property
     def shifted(self) -> bool:
@@ -66,12 +67,14 @@ def modulo_boundary(model: "ModuleModel", guard: Guard) -> Optional[ModuloBounda
     if not isinstance(counter, cst.Name):
         return None
     others = [o for o in _operands(guard.test) if o is not comparison]
-    if any(reads_name(o, counter.value) for o in others):
+    readers = [o for o in others if reads_name(o, counter.value)]
+    # (`... or i + 1 == len(loader)` also steps at the end of the data: the windows before it are the modulo's)
+    if readers and not (not guard.negated and _all_or(guard.test) and all(_end_of_data_test(o) for o in readers)):
         return None
     site = model.structure.site_of.get(id(guard.test))
     if site is None:
         return None
-    return ModuloBoundary(guard, site, comparison, index, modulo.right)  # type: ignore[attr-defined]
+    return ModuloBoundary(guard, site, comparison, index, modulo.right, bool(readers))  # type: ignore[attr-defined]
 
 
 def _operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
@@ -80,6 +83,18 @@ def _operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield from _operands(test.right)
     else:
         yield test
+
+
+def _all_or(test: cst.BaseExpression) -> bool:
+    return not isinstance(test, cst.BooleanOperation) or (
+        isinstance(test.operator, cst.Or) and _all_or(test.left) and _all_or(test.right))
+
+
+def _end_of_data_test(test: cst.BaseExpression) -> bool:
+    """`i + 1 == len(loader)`, `i == len(loader) - 1`: a test of an index against the length of the data."""
+    return isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+        test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual)) and any(
+        isinstance(n, cst.Call) and dotted(n.func) == "len" for side in (test.left, test.comparisons[0].comparator) for n in walk_expressions(side))
 
 
 def window_comparison(expr: cst.BaseExpression, negated: bool) -> bool:
@@ -165,7 +180,11 @@ def first_index(model: "ModuleModel", boundary: ModuloBoundary) -> Optional[int]
         # (`for index, batch in enumerate(loader): index += 1` counts from 1 at the test)
         moved = [e for e in model.of_kind(COUNTER_INCREMENT) if e.site.scope is scope and dotted(e.subject) == name and any(l is loop for l in e.site.loops)]
         return start if not list(_rebindings(model, scope, name, loop)) and not moved else None
-    if scope.owner_of(name) is not scope or scope.name == "<module>":
+    if scope.name == "<module>":
+        # (a script's own counter, unless a function of the module moves it too)
+        if any(name in s.global_names for s in model.structure.scopes):
+            return None
+    elif scope.owner_of(name) is not scope:
         return None
     if isinstance(loop, cst.For) and _position_from_the_index(model, scope, name, loop, boundary.site):
         return 0
@@ -175,12 +194,19 @@ def first_index(model: "ModuleModel", boundary: ModuloBoundary) -> Optional[int]
     increment = increments[0]
     assignments = [(node, s) for node, s in _rebindings(model, scope, name, None) if node is not increment.node]
     starts = [s for node, s in assignments if _assigns_zero(node) and not any(l is loop for l in s.loops) and s.order < boundary.site.order]
+    if len(starts) == 1:
+        # (an earlier use of the name that no loop brings back after the start: `for i in range(n)` above it)
+        assignments = [(node, s) for node, s in assignments if not _done_before(s, starts[0])]
     if not (len(assignments) == len(starts) == 1 and increment.site.loop is loop):
         return None
     if model.passes.covers(increment.site, boundary.site):
         return 0
     before = model.passes.same_iteration(increment.site, boundary.site) and increment.site.order < boundary.site.order
     return 1 if before and model.passes.runs_only_with(boundary.site, increment.site) else None
+
+
+def _done_before(earlier: Site, later: Site) -> bool:
+    return earlier.order < later.order and not any(l is m for l in earlier.loops for m in later.loops)
 
 
 def _position_from_the_index(model: "ModuleModel", scope: Scope, name: str, loop: cst.For, boundary: Site) -> bool:
@@ -271,13 +297,6 @@ def _rebindings(model: "ModuleModel", scope: Scope, name: str, loop) -> Iterator
         if site.scope is scope and (loop is None or inside) and loop_node is not loop:
             if reads_name(loop_node.target, name):
                 yield loop_node.target, site
-
-
-def reads_name(node: cst.CSTNode, name: str) -> bool:
-    """`node` holds the variable `name` (not an attribute or keyword spelled the same)."""
-    attributes = {id(n.attr) for n in walk_expressions(node) if isinstance(n, cst.Attribute)}
-    keywords = {id(n.keyword) for n in walk_expressions(node) if isinstance(n, cst.Arg) and n.keyword is not None}
-    return any(isinstance(n, cst.Name) and n.value == name and id(n) not in attributes | keywords for n in walk_expressions(node))
 
 
 def accumulates(model: "ModuleModel", boundary: ModuloBoundary) -> bool:
