@@ -48,7 +48,7 @@ by a helper once, outside any loop (`schedule.step(epoch)` after the restore), o
 the GradScaler; objects held in a dict under a literal key (`self.optimizers["G"]`) are tracked by
 that entry.
 
-Three more resumes are reported, away from an optimizer restore of the function:
+Four more resumes are reported, away from what an optimizer restore of the function leaves out:
 - The restore is followed by a call of a function of the project that builds its own loss scaler and
   never restores it (`do_train(...)` with `scaler = GradScaler()` inside, only ever used for its own
   methods or handed to functions of its module that restore nothing), or by the construction of a class
@@ -61,6 +61,10 @@ Three more resumes are reported, away from an optimizer restore of the function:
   function or is a counter it advances, and is not set again after the read (`epoch = 1` after loading pretrained
   weights is a fine-tune). The optimizers, schedulers and scalers the run steps from there start over.
   Evaluation code that reads an epoch for its report trains nothing and is silent.
+- A counter read back from the checkpoint (`step = checkpoint["step"]`) beside the optimizer's or the
+  scheduler's restore, which a `for` loop then binds anew before anything reads it (`for step in
+  range(max_steps)`): the restore is lost, and the counter's cadences and the end of the run start over
+  while the restored schedule goes on.
 - `accelerator.load_state(...)` puts back every prepared object and no counter of the loop: an update
   counter of the function (one that sets the LR, the end of the run or the checkpoints' names) that
   nothing sets after the load (from the checkpoint's folder name, as accelerate's examples do, or a
@@ -71,7 +75,7 @@ Safe, where the module saves the missing state under a key: the fix reads it bac
 optimizer's state, from the same checkpoint, and only when the checkpoint holds it
 (`if checkpoint.get("scheduler") is not None:`), so checkpoints written before the entry existed
 still resume; an object that is `None` in some runs (a scaler built only with AMP) is restored only
-where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first). None of the three
+where it exists. Where nothing saves it, there is no fix (SL302 adds it to the checkpoint first). None of the four
 resumes above has a fix: what to restore lives in another function, or in no checkpoint at all.
 Binding: the restored object exists where the restore runs (not built later in the function, nor
 only in another method), and nothing builds it again after the restore (later in the function, in a
@@ -142,6 +146,12 @@ def check(model):
         fix = _restore(model, load, missing, saved) if load.via is None and not restarted and len(resume.parts) == 1 else None
         yield Finding(load.node, message, fix)
     yield from _position_without_the_optimizer(model)
+    for node, _, loop in model.state.restores_lost_to_a_loop:
+        name = loop.target.value
+        yield Finding(node, (
+            f"`{name}` is read back from the checkpoint, but `for {name} in {model.text.of(loop.iter)}` (line {model.text.rows(loop)[0]}) "
+            f"binds it anew before anything reads it: the resumed run counts `{name}` from the loop's start again while the restored state goes on"
+        ))
     for call, _, counters in model.state.framework_resumes:
         listed = ", ".join(f"`{key.split(':', 1)[1]}`" for key in counters)
         yield Finding(call, (

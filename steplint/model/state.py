@@ -24,7 +24,7 @@ from steplint.model.calls import argument_at_call
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR, ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALE_HOLDERS, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
-from steplint.model.syntax import assignment_targets, children, disjuncts, dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import assignment_targets, children, disjuncts, dotted, keyword, last_name, literal, positional, reads_name, walk_expressions
 from steplint.model.values import argument_for
 
 if TYPE_CHECKING:
@@ -552,6 +552,43 @@ class State:
                 continue
             found.append(PositionResume(node, site, position, frozenset(k for t in assignment_targets(node) if (k := self.model.roles.key(t, site.scope))) - {position}))
         return found
+
+    @cached_property
+    def restores_lost_to_a_loop(self) -> List[Tuple[cst.Assign, "Site", cst.For]]:
+        """A counter read back from the checkpoint (`step = checkpoint["step"]`) by a function that restores an
+        optimizer or a scheduler, which a `for` loop then binds anew (`for step in range(max_steps)`) before
+        anything reads it: the resumed run counts from the loop's start again while what was restored goes on."""
+        resuming = {id(e.site.scope) for e in self.model.of_kind(STATE_LOAD)
+                    if e.role is not None and e.role.kind in (OPTIMIZER, SCHEDULER) and not self.started_over(e)}
+        found = []
+        for node, site in self.model.structure.statements:
+            if type(node) is not cst.Assign or id(site.scope) not in resuming or not reads_an_entry(node.value):
+                continue
+            names = [t.value for t in assignment_targets(node) if isinstance(t, cst.Name)]
+            blocks = [block for block, _ in site.trail]
+            for name in names:
+                loop = next((loop for loop, s in self.model.structure.for_loops if s.scope is site.scope and s.order > site.order
+                             and isinstance(loop.target, cst.Name) and loop.target.value == name), None)
+                if loop is None:
+                    continue
+                at = self.model.structure.site_of[id(loop.target)]
+                if (any(b is at.trail[-1][0] for b in blocks) and not reads_name(loop.iter, name)
+                        and not self._read_between(site, at, name) and self._read_in(loop, at.scope, name)):
+                    found.append((node, site, loop))
+        return found
+
+    def _read_between(self, first: "Site", last: "Site", name: str) -> bool:
+        """`name` read by a statement of the scope that runs after `first`, before `last` (not counting
+        assignments to it that read nothing of it)."""
+        for node, site in self.model.statements_of(first.scope):
+            if first.order < site.order < last.order:
+                read = node.value if type(node) is cst.Assign else node
+                if reads_name(read, name) and not any(node is loop.target for loop, _ in self.model.structure.for_loops):
+                    return True
+        return False
+
+    def _read_in(self, loop: cst.For, scope: "Scope", name: str) -> bool:
+        return any(s.scope is scope and any(l is loop for l in s.loops) and reads_name(node, name) for node, s in self.model.statements_of(scope))
 
     @cached_property
     def position_entries(self) -> Set[str]:
