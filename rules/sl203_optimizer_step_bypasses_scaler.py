@@ -26,7 +26,12 @@ Silent when the plain step is on another branch than the scaled backward
 DeepSpeed wrap, and for optimizers handed through a library we do not know
 (`model, optimizer = msamp.initialize(model, optimizer)`), which may unscale by themselves. A `step`
 handed the scaler (`optimizer.step("gen", scaler=scaler)`) is a project wrapper's, which steps through
-it: no torch optimizer takes a scaler.
+it: no torch optimizer takes a scaler. Silent, too, for a scaler the module only ever asks to
+`scale()`, built with a scale chosen by hand (never stepped, updated or unscaled, never handed to a
+call: a fixed loss multiplier, `GradScaler(2**10)` for an fp16 backward) in front of an optimizer of Adam's family (Adam, AdamW,
+Adamax, NAdam, RAdam, SparseAdam, Adagrad, RMSprop), whose update that constant does not change; in
+front of SGD it multiplies every update, and is reported; so is a default `GradScaler()` left without
+its `step()` and `update()`, whose scale of 65,536 was meant to be tuned.
 
 ## Fix safety
 Safe: the call becomes `scaler.step(optimizer)`, the step the rest of the code already assumes;
@@ -45,6 +50,7 @@ when an object whose state it restores is built again after the restore; and a l
 
 from steplint.fixes import SAFE, Edit, Fix
 from steplint.model import OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_UPDATE
+from steplint.model.skips import fixed_loss_multiplier
 from steplint.rewrite import holds_comment
 from steplint.rule import Finding, rule
 
@@ -60,7 +66,7 @@ def check(model):
             b for b in model.passes.in_iteration(step, SCALED_BACKWARD)
             if b.order < step.order and b.role.enabled is not False and not model.passes.cleared_between(b, step)
         ]
-        if not scaled:
+        if not scaled or fixed_loss_multiplier(model, scaled[-1], step):
             continue
         scaler = model.text.of(scaled[-1].subject)
         optimizer = model.text.of(step.subject)
