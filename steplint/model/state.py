@@ -519,7 +519,8 @@ class State:
         found = []
         for call, site in calls:
             advanced = {self.model.roles.key(e.subject, e.site.scope) for e in self.model.events_in(site.scope, COUNTER_INCREMENT)}
-            restarted = [key for key in self.step_state(site.scope)["counter"] if key in advanced and not self._assigned_after(site, key)]
+            restarted = [key for key in self.step_state(site.scope)["counter"]
+                         if key in advanced and not self._assigned_after(site, key) and not self._set_with_the_path(call, site, key)]
             if restarted:
                 found.append((call, site, restarted))
         return found
@@ -529,6 +530,17 @@ class State:
         return any(other.order > site.order and other.scope is site.scope and isinstance(node, (cst.Assign, cst.AnnAssign))
                    and any(self.model.roles.key(t, other.scope) == key for t in assignment_targets(node))
                    for node, other in self.model.statements_in(site.scope, key))
+
+    def _set_with_the_path(self, call: cst.Call, site: "Site", key: str) -> bool:
+        """`path, global_step, first_epoch = latest_checkpoint(...)` before `load_state(path)`: the counter
+        comes back from the same statement as the checkpoint the resume loads."""
+        handed = {k for arg in call.args for k in self.model.keys_in(arg.value, site.scope)}
+        for node, other in self.model.statements_in(site.scope, key):
+            if other.scope is site.scope and other.order < site.order and type(node) is cst.Assign:
+                targets = {self.model.roles.key(t, other.scope) for t in assignment_targets(node)}
+                if key in targets and targets & handed:
+                    return True
+        return False
 
     @cached_property
     def position_resumes(self) -> List["PositionResume"]:
