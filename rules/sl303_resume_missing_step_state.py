@@ -68,7 +68,8 @@ Four more resumes are reported, away from what an optimizer restore of the funct
 - `accelerator.load_state(...)` puts back every prepared object and no counter of the loop: an update
   counter of the function (one that sets the LR, the end of the run or the checkpoints' names) that
   nothing sets after the load (from the checkpoint's folder name, as accelerate's examples do, or a
-  file) starts over. Silent where the module registers an object of its own for checkpointing.
+  file), nor the statement that gives the loaded path (`path, step, epoch = latest_checkpoint(...)`),
+  starts over. Silent where the module registers an object of its own for checkpointing.
 
 ## Fix safety
 Safe, where the module saves the missing state under a key: the fix reads it back right after the
