@@ -584,7 +584,9 @@ class State:
                 if loop is None:
                     continue
                 at = self.model.structure.site_of[id(loop.target)]
+                # (a loop that starts at another name read back, `range(args.start_epoch, ...)`, goes on from the checkpoint)
                 if (any(b is at.trail[-1][0] for b in blocks) and not reads_name(loop.iter, name)
+                        and not self.model.keys_in(loop.iter, at.scope) & self.restored_from_checkpoint
                         and not self._read_between(site, at, name) and self._read_in(loop, at.scope, name)):
                     found.append((node, site, loop))
         return found
