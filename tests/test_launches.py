@@ -166,6 +166,16 @@ def test_launch_lines_give_option_values(tmp_path):
     assert read_launches(str(tmp_path)).option_values_for("eval.py") is None
 
 
+def test_a_usage_line_gives_its_bracketed_options(tmp_path):
+    from steplint.project.launches import read_launches
+
+    (tmp_path / "README.md").write_text(
+        "```\npython tools/train.py --hypes_yaml ${CONFIG_FILE} [--model_dir  ${CHECKPOINT_FOLDER} --half]\n```\n"
+    )
+    lines = read_launches(str(tmp_path)).option_values_for("tools/train.py")
+    assert lines == [{"hypes_yaml": None, "model_dir": None, "half": ""}]
+
+
 def test_an_option_every_launch_gives_one_value_has_that_value(tmp_path):
     import libcst as cst
 

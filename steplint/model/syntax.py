@@ -208,7 +208,7 @@ def assignment_targets(node: cst.CSTNode) -> List[cst.BaseExpression]:
             while stack:
                 current = stack.pop()
                 if isinstance(current, (cst.Tuple, cst.List)):
-                    stack.extend(e.value for e in current.elements)
+                    stack.extend(e.value for e in reversed(current.elements))  # (popped in the order written)
                 else:
                     found.append(current)
         return found

@@ -553,7 +553,8 @@ def _option_values(line: str) -> Dict[str, Optional[str]]:
     """Option -> the value a launch line gives it: `--accum 1` and `--accum=1` give "1", a flag `--fp16`
     gives "", and `--lr $LR` gives None (a variable: any value)."""
     found: Dict[str, Optional[str]] = {}
-    tokens = line.split()
+    # (a usage line marks optional parts with brackets: `train.py --cfg X [--resume DIR --half]`)
+    tokens = [token.lstrip("[").rstrip("]") for token in line.split()]
     for index, token in enumerate(tokens):
         match = _OPTION.match(token) if token.startswith("--") else None
         if match is None:
