@@ -27,8 +27,8 @@ for i, batch in enumerate(loader):
 Silent for values already in update units (`i // accum`) or in epochs (`epoch + i / len(loader)`), for a batch index or counter the code
 shows to be the data position by design (see SL102, SL304; `(epoch - 1) * len(loader) + i + 1` names a
 position among the run's batches), for counters advanced once per window
-(SL102 checks whether they count skipped updates), in loops whose every batch commits an update, and
-without accumulation for checkpoints no run resumes from (a few skipped updates in a name; SL102
+(SL102 checks whether they count skipped updates), in loops whose every batch commits an update, for
+checkpoints no run resumes from (the number in their name is a label no schedule reads back; SL102
 says the same of counters), for an accelerate or DeepSpeed step without accumulation, whose recipe counts attempts (plain
 PyTorch code that follows that convention declares it with `recipe = "hf-trainer"`).
 A save through a helper is keyed to what the helper names its file with or stores, not to an argument
@@ -67,8 +67,8 @@ def check(model):
             continue
         update = updates[0]
         windowed = model.windows.boundary(update.site) is not None
-        if not windowed and (model.counters.recipe_counts_attempts(update) or not model.state.resumable):
-            continue  # (a skip or two in a name no run resumes from: no recipe drifts, as for SL102)
+        if not model.state.resumable or not windowed and model.counters.recipe_counts_attempts(update):
+            continue  # (a name no run resumes from is a label: no recipe drifts from it, as for SL102)
         # Without accumulation, a counter of iterations counts attempted updates: SL102's finding.
         batches = model.counters.batch_indices(update.site.loop, counters=windowed)
         named = model.state.naming_arguments(save)

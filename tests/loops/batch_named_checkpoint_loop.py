@@ -17,3 +17,10 @@ def train(model, optimizer, batches, accum, save_every, out_dir):
                 torch.save({"model": model.state_dict(), "step": i + 1}, path)
                 saved.append(global_step)
     return saved
+
+
+def resume(path, model, optimizer):
+    state = torch.load(path)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return state["step"]
