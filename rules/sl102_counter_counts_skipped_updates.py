@@ -58,7 +58,8 @@ gate (`if not overflow:`, `if committed:`, in the `try` after a step whose `exce
 drops the update), loops whose updates are never skipped, a timm
 `step_update(n)` on a scheduler that counts epochs, a counter that is also the data position
 (`samples_seen = step * batch_size`), a counter that finds the window's end (`step % accum == 0`,
-counting micro-batches by design), and the accelerate / DeepSpeed recipe: there the prepared
+counting micro-batches by design), a counter beside a tally of the skips the code makes itself
+(`skipped_steps += 1` in the branch that skips: it counts iterations on purpose), and the accelerate / DeepSpeed recipe: there the prepared
 scheduler skips with the update and `global_step` counts attempts by convention (as HF Trainer
 does), so only a schedule computed from the counter is reported, and a run budget the code sizes in
 updates (`if step >= max_train_steps: break` with `max_train_steps = ceil(len(loader) / accum) *
@@ -96,7 +97,7 @@ when an object whose state it restores is built again after the restore; and a l
 
 from steplint.fixes import SAFE, UNSAFE
 from steplint.model import CHECKPOINT_SAVE, COUNTER_INCREMENT
-from steplint.model.skips import no_signal_note, skipped_by_the_code
+from steplint.model.skips import no_signal_note, skipped_by_the_code, skips_tallied
 from steplint.model.windows import micro_batch_counters
 from steplint.rewrite import gate_advice, gate_fix, ungated_cadences
 from steplint.rule import Finding, rule
@@ -112,7 +113,8 @@ def check(model):
         unit = model.units.counter_unit(increment)
         if update is None and not model.guards.gated(increment.site):
             skipped = skipped_by_the_code(model, increment)
-            feeds = _feeds_in_updates(model, increment, unit) if skipped is not None else set()
+            # (beside a tally of the skips, the counter counts attempts on purpose)
+            feeds = _feeds_in_updates(model, increment, unit) if skipped is not None and not skips_tallied(model, skipped) else set()
             if feeds:
                 name, check = model.text.of(increment.subject), model.text.of(skipped[1].test)
                 yield Finding(increment.node, f"`{name}` counts the updates the code skips (`{check}`) and feeds {_listed(feeds)}; advance it with the update")

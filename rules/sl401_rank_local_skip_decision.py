@@ -10,7 +10,10 @@ Each rank sees its own micro-batch. When one rank's loss is NaN and the others' 
 skips the backward or the step while the others go on: DDP's all-reduce waits for it and the job
 hangs, or, when no collective follows, the ranks' schedules and counters drift apart. GradScaler's
 own skip is safe because DDP has already all-reduced the gradients, so every rank sees the same
-`found_inf`; for the same reason a check of `p.grad` after backward is silent here.
+`found_inf`; for the same reason a check of `p.grad` after backward is silent here, and so is a
+test of a norm of the gradients (`clip_grad_norm_`'s, FSDP's, DeepSpeed's), also joined with a setting
+of the run (`cfg.skip_nan_inf and grad_norm.isnan()`: a name or attribute no loop assigns, alike on
+every rank).
 
 ## Example
 ```python

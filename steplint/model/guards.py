@@ -20,7 +20,7 @@ import libcst as cst
 
 from steplint.model.events import OPTIMIZER_STEP, SCALE_READ, SKIPPABLE_STEP, ZERO_GRAD, Event
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, last_name, literal, names_in, walk_expressions
+from steplint.model.syntax import assignment_targets, boolean_operands, conjuncts, disjuncts, dotted, last_name, literal, names_in, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -265,7 +265,12 @@ class Guards:
         """The test reads only values every rank holds alike: gradients after backward (DDP has
         all-reduced them), a norm of them (`clip_grad_norm_`, also FSDP's, accelerate's and
         DeepSpeed's, which reduce across ranks themselves), or a sharded tensor gathered whole
-        (`DTensor.full_tensor()`), read directly or through a local assigned once from one of these."""
+        (`DTensor.full_tensor()`), read directly or through a local assigned once from one of these.
+        Joined by `and`/`or` with a setting the run was given (`cfg.skip_nan_inf and grad_norm.isnan()`),
+        the test is as alike as the rest of it."""
+        parts = [p for p in boolean_operands(test) if not self._setting(p, scope)] if isinstance(test, cst.BooleanOperation) else [test]
+        if len(parts) > 1 or parts and parts[0] is not test:
+            return bool(parts) and all(self.same_on_every_rank(p, scope, before) for p in parts)
         if any(isinstance(sub, cst.Attribute) and sub.attr.value == "grad" for sub in walk_expressions(test)):
             return True
         reads = [sub for sub in walk_expressions(test) if isinstance(sub, cst.Call) and last_name(sub.func) in _GLOBAL_VALUE_CALLS]
@@ -278,6 +283,16 @@ class Guards:
         # own value is not, so a parameter counts only when reassigned before the test on every path)
         params = {p.name.value for p in scope.params}
         return bool(values) and all(name in sources and (name not in params or all(order < before for order in sources[name])) for name in values)
+
+    def _setting(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """A name or attribute chain (`not args.fp16`) no loop of the scope assigns and no rank's own:
+        a value of the run's configuration, alike on every rank."""
+        expr = expr.expression if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not) else expr
+        written = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if written is None or any(_RANK_NAME.search(part) for part in written.split(".")):
+            return False
+        root = written.split(".", 1)[0]
+        return not any(site.loops and root in {dotted(t) for t in assignment_targets(node)} for node, site in self.model.statements_of(scope))
 
     def _global_locals(self, scope: Scope) -> Dict[str, List[int]]:
         """Locals of a scope every assignment of which gives a value alike on all ranks -> orders of

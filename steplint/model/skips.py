@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from steplint.model.events import OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_UPDATE, SKIPPABLE_STEP, UNSCALE, Event
+from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_UPDATE, SKIPPABLE_STEP, UNSCALE, Event
 from steplint.model.guards import FINITENESS
 from steplint.model.roles import OPTIMIZER, SCALER, SCALER_CLASSES
 from steplint.model.syntax import keyword, positional
@@ -31,6 +31,16 @@ def skipped_by_the_code(model: "ModuleModel", event: Event) -> Optional[Tuple[Ev
             if (id(guard.test), guard.negated) not in own and FINITENESS in model.guards.kinds(guard):
                 return step, guard
     return None
+
+
+def skips_tallied(model: "ModuleModel", skipped: Tuple[Event, Guard]) -> bool:
+    """The branch that skips the update counts the skips itself (`skipped_steps += 1`): a counter the
+    pass advances beside it counts attempts on purpose."""
+    step, guard = skipped
+    return any(
+        any(g.test is guard.test and g.negated != guard.negated for g in e.site.guards)
+        for e in model.events_in(step.site.scope, COUNTER_INCREMENT)
+    )
 
 
 # What to say when a framework skips updates and gives no exact signal steplint can gate on.

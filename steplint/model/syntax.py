@@ -325,3 +325,10 @@ def reads_name(node: cst.CSTNode, name: str) -> bool:
     attributes = {id(n.attr) for n in walk_expressions(node) if isinstance(n, cst.Attribute)}
     keywords = {id(n.keyword) for n in walk_expressions(node) if isinstance(n, cst.Arg) and n.keyword is not None}
     return any(isinstance(n, cst.Name) and n.value == name and id(n) not in attributes | keywords for n in walk_expressions(node))
+
+
+def boolean_operands(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The operands of a chain of `and`/`or` (mixed too), in the order written."""
+    if isinstance(test, cst.BooleanOperation):
+        return boolean_operands(test.left) + boolean_operands(test.right)
+    return [test]

@@ -23,7 +23,7 @@ from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SCALED_BACK
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, reads_name, unwrap_progress, walk_expressions
+from steplint.model.syntax import boolean_operands, conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, reads_name, unwrap_progress, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def modulo_boundary(model: "ModuleModel", guard: Guard) -> Optional[ModuloBounda
     joined by `and`/`or` with tests that do not read the index."""
     if WINDOW_BOUNDARY not in model.guards.kinds(guard):
         return None
-    found = [c for c in _operands(guard.test) if window_comparison(c, guard.negated)]
+    found = [c for c in boolean_operands(guard.test) if window_comparison(c, guard.negated)]
     if len(found) != 1:
         return None
     comparison = found[0]
@@ -66,7 +66,7 @@ def modulo_boundary(model: "ModuleModel", guard: Guard) -> Optional[ModuloBounda
     counter = index.left if isinstance(index, cst.BinaryOperation) else index
     if not isinstance(counter, cst.Name):
         return None
-    others = [o for o in _operands(guard.test) if o is not comparison]
+    others = [o for o in boolean_operands(guard.test) if o is not comparison]
     readers = [o for o in others if reads_name(o, counter.value)]
     # (`... or i + 1 == len(loader)` also steps at the end of the data: the windows before it are the modulo's)
     if readers and not (not guard.negated and _all_or(guard.test) and all(_end_of_data_test(o) for o in readers)):
@@ -75,14 +75,6 @@ def modulo_boundary(model: "ModuleModel", guard: Guard) -> Optional[ModuloBounda
     if site is None:
         return None
     return ModuloBoundary(guard, site, comparison, index, modulo.right, bool(readers))  # type: ignore[attr-defined]
-
-
-def _operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    if isinstance(test, cst.BooleanOperation):
-        yield from _operands(test.left)
-        yield from _operands(test.right)
-    else:
-        yield test
 
 
 def _all_or(test: cst.BaseExpression) -> bool:
