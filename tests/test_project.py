@@ -266,3 +266,28 @@ def test_a_true_default_no_run_takes_leaves_the_switch_off(tmp_path):
 
 def test_a_config_that_turns_the_switch_on_is_a_run_with_it(tmp_path):
     assert copied_config_project(tmp_path, ["False", "True"]) == {"SL101"}
+
+
+def test_a_parameter_every_call_leaves_at_one_integer_has_that_value(tmp_path):
+    trainer = """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, accum=1, warmup=100, every=10):
+                self.model, self.accum, self.warmup, self.every = model, accum, warmup, every
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        """
+    calls = {
+        "agree.py": "import argparse\nfrom trainer import Trainer\nargparse.ArgumentParser().add_argument('--epochs')\nTrainer(None, accum=1)\nTrainer(None, 1, warmup=5)\n",
+        "star.py": "import argparse\nfrom trainer import Trainer\nargparse.ArgumentParser().add_argument('--epochs')\nTrainer(None, **{'every': 3})\n",
+    }
+    write(tmp_path, {"trainer.py": trainer, **calls})
+    files = sorted(str(p) for p in tmp_path.rglob("*.py"))
+    values = build_index(files, str(tmp_path), cache=False).context_for(str(tmp_path / "trainer.py")).parameter_values
+    # (accum: 1 in every call; warmup: 5 in one, its default of 100 in the other; every: hidden by `**`)
+    assert values == {}  # the call through `**` hides what reaches each parameter
+    (tmp_path / "star.py").unlink()
+    files = sorted(str(p) for p in tmp_path.rglob("*.py"))
+    values = build_index(files, str(tmp_path), cache=False).context_for(str(tmp_path / "trainer.py")).parameter_values
+    assert values == {"Trainer.__init__": {"accum": 1, "every": 10}}

@@ -25,13 +25,24 @@ def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scop
     is false for the values the function's callers pass (`accum = 1; if batch_size > MAX: accum =
     batch_size // MAX` with `batch_size = config["batch_size"]`, every caller passing a literal config
     with `"batch_size": 16` and `MAX = 16`), or an option declared `default=1` that no launch of the
-    script gives (`args.gradient_accumulation_steps`). Then every batch is a window."""
+    script gives (`args.gradient_accumulation_steps`), or a parameter every call of the project leaves
+    at 1 (`Trainer(..., grad_accumulation_steps=1)`, or its default of 1), never set in the function.
+    Then every batch is a window."""
     value, _ = model.roles.command_line.value_as_run(length, scope)
     if type(value) is int and value == 1:
+        return True
+    if isinstance(length, cst.Name) and _left_at_one(model, length.value, scope):
         return True
     if not isinstance(length, cst.Name) or scope.name == "<module>" or scope.parent is not None or scope.class_name is not None:
         return False
     return model.remember(("one_as_written", id(scope), length.value), lambda: _one_as_written(model, length.value, scope))
+
+
+def _left_at_one(model: "ModuleModel", name: str, scope: Scope) -> bool:
+    project = model.roles.project
+    if project is None or project.parameter_values.get(scope.name, {}).get(name) != 1 or scope.parent is not None:
+        return False
+    return name in {p.name.value for p in scope.params} and not any(name in bound_names(node) for node, _ in model.statements_of(scope))
 
 
 def _one_as_written(model: "ModuleModel", name: str, scope: Scope) -> bool:

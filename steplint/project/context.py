@@ -56,6 +56,7 @@ class ModuleContext:
     precisions_configured: List[str] = field(default_factory=list)  # each value a config file gives a key named `precision` (Lightning's Trainer)
     scheduler_classes: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler its class of the project derives from
     scheduler_methods: List[str] = field(default_factory=list)  # methods that set an optimizer's LR in some class of the project (ModuleSummary.lr_methods)
+    parameter_values: Dict[str, Dict[str, int]] = field(default_factory=dict)  # function -> parameter -> the integer every call of the project leaves it at
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

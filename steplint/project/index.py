@@ -26,6 +26,7 @@ class ProjectIndex:
         self._composed: Dict[Tuple[str, str], List[s.Effect]] = {}
         self._resolved: Dict[Tuple[str, str, str], Optional[Target]] = {}
         self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
+        self._passed: Dict[Tuple[str, str], Dict[str, Optional[int]]] = {}  # function -> parameter -> the integer every call leaves it at
         self._caller_updates: Dict[Tuple[str, str], Set[str]] = {}
         self._called: Set[Tuple[str, str]] = set()
         self._called_elsewhere: Set[Tuple[str, str]] = set()  # called by a function of another module
@@ -225,6 +226,9 @@ class ProjectIndex:
             if not changed:
                 break
         for path, function, call, (target_path, target, _) in calls:
+            passed = self._passed.setdefault((target_path, target.name), {})
+            for param, value in _values_bound(call, target):
+                passed[param] = value if passed.get(param, value) == value else None
             self._called.add((target_path, target.name))
             if target_path != path:
                 self._called_elsewhere.add((target_path, target.name))
@@ -240,6 +244,12 @@ class ProjectIndex:
         """Function -> parameter -> the role its callers in the project agree it holds."""
         functions = self.modules[path].functions
         return {name: roles for name in functions if (roles := {p: r for p, r in self._incoming.get((path, name), {}).items() if r})}
+
+    def parameter_values(self, path: str) -> Dict[str, Dict[str, int]]:
+        """Function -> parameter -> the integer every call of the project leaves it at (passes it as
+        written, or leaves it to its integer default): `Trainer(..., grad_accumulation_steps=1)`."""
+        functions = self.modules[path].functions
+        return {name: values for name in functions if (values := {p: v for p, v in self._passed.get((path, name), {}).items() if v is not None})}
 
     def context_for(self, path: str) -> Optional[ModuleContext]:
         module = self.modules.get(path)
@@ -264,6 +274,7 @@ class ProjectIndex:
         resumed = any(self.modules[caller].resumes for caller in self._caller_modules.get(path, ()))
         return ModuleContext(
             path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed,
+            parameter_values=self.parameter_values(path),
             **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
             scheduler_methods=self._scheduler_methods,
         )
@@ -426,6 +437,19 @@ def _bindings(call: s.CallRecord, target: s.FunctionSummary):
     for name, argument in call.kwargs.items():
         if name in target.params:
             yield name, argument, call.kwarg_roles.get(name)
+
+
+def _values_bound(call: s.CallRecord, target: s.FunctionSummary):
+    """(parameter, the integer the call leaves it at, or None) for each parameter of the target."""
+    for index, param in enumerate(target.params):
+        if call.starred:
+            yield param, None
+        elif index < len(call.args):
+            yield param, call.literals.get(str(index))
+        elif param in call.kwargs:
+            yield param, call.literals.get(param)
+        else:
+            yield param, target.defaults.get(param)
 
 
 def argument_place(place: str, call: s.CallRecord, target: s.FunctionSummary, self_prefix: Optional[str]) -> str:

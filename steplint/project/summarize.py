@@ -87,7 +87,8 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
             continue  # nested functions act through the function that holds them
         returns = scope.node.returns.annotation if isinstance(scope.node, cst.FunctionDef) and scope.node.returns else None
         functions[id(scope)] = summary.functions[scope.name] = s.FunctionSummary(
-            scope.name, _parameter_names(scope), lines.get(scope.name, 0), class_name=scope.class_name, returns_class=dotted(returns)
+            scope.name, _parameter_names(scope), lines.get(scope.name, 0), class_name=scope.class_name, returns_class=dotted(returns),
+            defaults={p.name.value: literal(p.default) for p in scope.params if p.default is not None and type(literal(p.default)) is int},
         )
     summary.functions["<module>"] = s.FunctionSummary("<module>")
 
@@ -238,7 +239,11 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
     record = s.CallRecord(callee, **_flags(model, site))
     for arg in call.args:
         if arg.star:
+            record.starred = True
             break
+        value = literal(arg.value)
+        if type(value) is int:
+            record.literals[arg.keyword.value if arg.keyword is not None else str(len(record.args))] = value
         role = model.roles.value_role(arg.value, scope)
         kind = (SCALER_OFF if role.kind == SCALER and role.enabled is False else role.kind) if role else None
         if arg.keyword is None:

@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 14  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 15  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -35,6 +35,8 @@ class CallRecord:
     arg_roles: List[Optional[str]] = field(default_factory=list)
     kwargs: Dict[str, str] = field(default_factory=dict)  # keyword -> place
     kwarg_roles: Dict[str, Optional[str]] = field(default_factory=dict)
+    literals: Dict[str, int] = field(default_factory=dict)  # position ("0", "1", ...) or keyword -> the integer passed as written
+    starred: bool = False  # it passes `*args` or `**kwargs`: what reaches which parameter is not visible
     looped: bool = False
     rank_guarded: bool = False
     line: int = 0
@@ -54,6 +56,7 @@ class FunctionSummary:
     returns_class: Optional[str] = None  # the class its instances come from: `-> Optimizers`, `return Optimizers(...)`
     local_classes: Dict[str, str] = field(default_factory=dict)  # local -> the callee that built it (`ckpt = CheckPoint(dir)`), as written
     returns_options: Optional[str] = None  # it returns the module's parsed command-line options, or their parser (steplint.model.options)
+    defaults: Dict[str, int] = field(default_factory=dict)  # parameter -> its default, where that is an integer literal
 
 
 @dataclass
