@@ -42,7 +42,7 @@ as that helper makes no update of its own.
 ## Fix safety
 The fix tests `(step + 1) % accum == 0` (the mirror: `step % accum == 0`). Safe: a runtime test shows
 every window, the first included, then holds `accum` micro-batches (also with the backward and the
-update in helpers, and for both mirror forms). Unsafe when the window block itself reads `step`
+update in helpers, for both mirror forms, and for a script's top-level loop). Unsafe when the window block itself reads `step`
 (a checkpoint name, a logged step): those values move with the boundary; and when the test also steps
 at the end of the data, whose test of the same index the fix leaves as it is.
 Consistency: every other test of the same `step % accum` in the function (the `no_sync()` test that

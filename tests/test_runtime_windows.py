@@ -1,6 +1,9 @@
 """Fixes of the window rules (SL107, SL108, SL109, SL205), proven by running them: real torch on
 CPU, each loop run as written and after `steplint check --fix` (with `--unsafe-fixes` for SL107)."""
 
+import sys
+import types
+
 import pytest
 import torch
 
@@ -51,6 +54,28 @@ def test_off_by_one_fix_makes_full_windows(tmp_path, function, first_window):
     before, _ = _window_sizes(getattr(load(LOOPS / "window_loop.py"), function), batches)
     assert before == [first_window, ACCUM, ACCUM]  # the first update saw too few micro-batches
     after, params = _window_sizes(getattr(load(fixed_copy(tmp_path, "window_loop.py", unsafe=False)), function), batches)
+    assert after == [ACCUM, ACCUM, ACCUM]
+    assert all(torch.allclose(a, b) for a, b in zip(params, _reference(batches)))
+
+
+@pytest.mark.runtime
+def test_off_by_one_fix_makes_full_windows_in_a_script(tmp_path, monkeypatch):
+    """The loop at the top level of a script: the same fix, the same full windows."""
+    torch.manual_seed(1)
+    batches = [torch.randn(8, 4) for _ in range(3 * ACCUM)]
+
+    def run(path):
+        def train(model, optimizer, batches, accum):  # (the script reads its inputs at import)
+            inputs = types.ModuleType("script_inputs")
+            vars(inputs).update(model=model, optimizer=optimizer, batches=batches, accum=accum)
+            monkeypatch.setitem(sys.modules, "script_inputs", inputs)
+            load(path)
+
+        return _window_sizes(train, batches)
+
+    before, _ = run(LOOPS / "window_script.py")
+    assert before == [ACCUM - 1, ACCUM, ACCUM]
+    after, params = run(fixed_copy(tmp_path, "window_script.py", unsafe=False))
     assert after == [ACCUM, ACCUM, ACCUM]
     assert all(torch.allclose(a, b) for a, b in zip(params, _reference(batches)))
 
