@@ -291,8 +291,12 @@ class Guards:
         written = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
         if written is None or any(_RANK_NAME.search(part) for part in written.split(".")):
             return False
-        root = written.split(".", 1)[0]
-        return not any(site.loops and root in {dotted(t) for t in assignment_targets(node)} for node, site in self.model.statements_of(scope))
+        return written.split(".", 1)[0] not in self._assigned_in_loops(scope)
+
+    def _assigned_in_loops(self, scope: Scope) -> FrozenSet[str]:
+        """The names (and dotted targets) the scope assigns inside a loop: what may change as the run goes."""
+        return self.model.remember(("assigned_in_loops", id(scope)), lambda: frozenset(
+            dotted(t) for node, site in self.model.statements_of(scope) if site.loops for t in assignment_targets(node)))
 
     def _global_locals(self, scope: Scope) -> Dict[str, List[int]]:
         """Locals of a scope every assignment of which gives a value alike on all ranks -> orders of

@@ -594,10 +594,10 @@ class State:
     def _read_between(self, first: "Site", last: "Site", name: str) -> bool:
         """`name` read by a statement of the scope that runs after `first`, before `last` (not counting
         assignments to it that read nothing of it)."""
+        loop_targets = {id(loop.target) for loop, _ in self.model.structure.for_loops}
         for node, site in self.model.statements_of(first.scope):
-            if first.order < site.order < last.order:
-                read = node.value if type(node) is cst.Assign else node
-                if reads_name(read, name) and not any(node is loop.target for loop, _ in self.model.structure.for_loops):
+            if first.order < site.order < last.order and id(node) not in loop_targets:
+                if reads_name(node.value if type(node) is cst.Assign else node, name):
                     return True
         return False
 

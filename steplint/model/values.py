@@ -31,7 +31,7 @@ def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scop
     value, _ = model.roles.command_line.value_as_run(length, scope)
     if type(value) is int and value == 1:
         return True
-    if isinstance(length, cst.Name) and _left_at_one(model, length.value, scope):
+    if isinstance(length, cst.Name) and model.remember(("left_at_one", id(scope), length.value), lambda: _left_at_one(model, length.value, scope)):
         return True
     if not isinstance(length, cst.Name) or scope.name == "<module>" or scope.parent is not None or scope.class_name is not None:
         return False

@@ -23,7 +23,7 @@ from steplint.model.events import COUNTER_INCREMENT, OPTIMIZER_STEP, SCALED_BACK
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY, divides_by_window
 from steplint.model.roles import ACCELERATOR
 from steplint.model.structure import Guard, Scope, Site
-from steplint.model.syntax import boolean_operands, conjuncts, dotted, is_cadence, keyword, last_name, literal, positional, reads_name, unwrap_progress, walk_expressions
+from steplint.model.syntax import boolean_operands, conjuncts, disjuncts, dotted, is_cadence, keyword, last_name, literal, positional, reads_name, unwrap_progress, walk_expressions
 from steplint.model.values import one_as_written
 
 if TYPE_CHECKING:
@@ -69,17 +69,13 @@ def modulo_boundary(model: "ModuleModel", guard: Guard) -> Optional[ModuloBounda
     others = [o for o in boolean_operands(guard.test) if o is not comparison]
     readers = [o for o in others if reads_name(o, counter.value)]
     # (`... or i + 1 == len(loader)` also steps at the end of the data: the windows before it are the modulo's)
-    if readers and not (not guard.negated and _all_or(guard.test) and all(_end_of_data_test(o) for o in readers)):
+    only_or = len(disjuncts(guard.test)) == len(others) + 1
+    if readers and not (not guard.negated and only_or and all(_end_of_data_test(o) for o in readers)):
         return None
     site = model.structure.site_of.get(id(guard.test))
     if site is None:
         return None
     return ModuloBoundary(guard, site, comparison, index, modulo.right, bool(readers))  # type: ignore[attr-defined]
-
-
-def _all_or(test: cst.BaseExpression) -> bool:
-    return not isinstance(test, cst.BooleanOperation) or (
-        isinstance(test.operator, cst.Or) and _all_or(test.left) and _all_or(test.right))
 
 
 def _end_of_data_test(test: cst.BaseExpression) -> bool:
