@@ -45,6 +45,24 @@ class Effect:
     where: str = ""  # file and line of that function: `utils.py:41`
 
 
+# The roles of objects, as the model names them (steplint.model.roles) and effects carry them (Effect.role).
+OPTIMIZER = "optimizer"
+SCALER = "scaler"  # GradScaler-like: scale(), step(opt), update()
+SCALER_OFF = "scaler-off"  # what a caller hands a function for a parameter: a scaler that scales nothing as run (its `enabled=` off)
+LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer, clip_grad=...)
+SCALE_HOLDERS = frozenset({SCALER, LOSS_SCALER})  # what holds a loss scale a checkpoint and a resume need: a GradScaler, a NativeScaler
+SCHEDULER = "scheduler"
+ACCELERATOR = "accelerator"
+ENGINE = "deepspeed-engine"
+SKIPPABLE_OPTIMIZER = "skippable-optimizer"  # declared in configuration: an optimizer whose step() a framework may skip
+APEX_AMP = "apex.amp"  # a module that holds a loss scaler for the whole process: `amp.state_dict()`
+APEX_SCALE_LOSS = "apex.amp.scale_loss"  # `with amp.scale_loss(loss, optimizer)`: apex skips that optimizer's step on overflow
+EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
+PLUGIN = "colossalai-plugin"  # GeminiPlugin(...), LowLevelZeroPlugin(...), ...: may set the precision
+BOOSTER = "colossalai-booster"  # Booster(plugin=..., mixed_precision=...): booster.boost(...) wraps the optimizer
+COLOSSALAI = "colossalai"  # who skips the step() of an optimizer boosted in fp16
+
+
 # Modules whose scheduler classes step once per call: the model's roles know them, and the project index
 # follows a class of the project back to one of them through its bases.
 SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")

@@ -88,9 +88,7 @@ def acts_through_the_project(project) -> bool:
     (`load_checkpoint(...)`) or build a loss scaler (`Trainer(...)`): findings can rest on them, whatever its own words."""
     if project is None:
         return False
-    from steplint.model.roles import OPTIMIZER  # (a project context means the analysis is imported already)
-
-    return any(e.action in _PROJECT_ACTIONS or e.action == effects.LOAD and e.role == OPTIMIZER for callee in project.calls.values() for e in callee.effects)
+    return any(e.action in _PROJECT_ACTIONS or e.action == effects.LOAD and e.role == effects.OPTIMIZER for callee in project.calls.values() for e in callee.effects)
 
 
 def _candidate(text: str, lowered: str) -> bool:

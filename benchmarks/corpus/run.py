@@ -307,6 +307,7 @@ def main(argv=None):
     parser.add_argument("--fresh", action="store_true", help="re-lint even when results of the same steplint code exist")
     args = parser.parse_args(argv)
     args.signature = steplint_signature()
+    args.mirror, args.trees = args.mirror.resolve(), args.trees.resolve()  # (diagnostics' paths are made relative to the tree)
 
     repos = load_repos(args.repos_file)
     wanted = {name.strip() for name in args.repos.split(",") if name.strip()}

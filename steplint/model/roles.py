@@ -16,28 +16,16 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 import libcst as cst
 
-from steplint.effects import SCHEDULER_MODULES
+# (the role names live beside the effects that carry them: the index and the prefilter read them without the parser;
+# re-exported here, where the rules and the model name roles)
+from steplint.effects import (  # noqa: F401
+    OPTIMIZER, SCALER, SCALER_OFF, LOSS_SCALER, SCALE_HOLDERS, SCHEDULER, ACCELERATOR, ENGINE, SKIPPABLE_OPTIMIZER, APEX_AMP, APEX_SCALE_LOSS, EMA, PLUGIN, BOOSTER, COLOSSALAI, SCHEDULER_MODULES,
+)
 from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import ImportMap, dotted, keyword, last_name, literal, positional, reads, walk_expressions
 from steplint.model.values import argument_for
-
-OPTIMIZER = "optimizer"
-SCALER = "scaler"  # GradScaler-like: scale(), step(opt), update()
-SCALER_OFF = "scaler-off"  # what a caller hands a function for a parameter: a scaler that scales nothing as run (its `enabled=` off)
-LOSS_SCALER = "loss-scaler"  # timm-style callable: loss_scaler(loss, optimizer, clip_grad=...)
-SCALE_HOLDERS = frozenset({SCALER, LOSS_SCALER})  # what holds a loss scale a checkpoint and a resume need: a GradScaler, a NativeScaler
-SCHEDULER = "scheduler"
-ACCELERATOR = "accelerator"
-ENGINE = "deepspeed-engine"
-SKIPPABLE_OPTIMIZER = "skippable-optimizer"  # declared in configuration: an optimizer whose step() a framework may skip
-APEX_AMP = "apex.amp"  # a module that holds a loss scaler for the whole process: `amp.state_dict()`
-APEX_SCALE_LOSS = "apex.amp.scale_loss"  # `with amp.scale_loss(loss, optimizer)`: apex skips that optimizer's step on overflow
-EMA = "ema"  # an exponential moving average of the weights: ema.update(model), update_parameters, step
-PLUGIN = "colossalai-plugin"  # GeminiPlugin(...), LowLevelZeroPlugin(...), ...: may set the precision
-BOOSTER = "colossalai-booster"  # Booster(plugin=..., mixed_precision=...): booster.boost(...) wraps the optimizer
-COLOSSALAI = "colossalai"  # who skips the step() of an optimizer boosted in fp16
 
 CONSTRUCTOR, ANNOTATION, USE, NAME = 4, 3, 2, 1
 PRECISION_FROM_EXPRESSION = "expression"  # mixed_precision=args.mixed_precision: may be fp16

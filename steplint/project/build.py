@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -17,8 +18,8 @@ from steplint.files import SKIPPED_DIRS, FileError, read_text
 from steplint.pool import PARALLEL_FROM_TASKS, Pool
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
-from steplint.project.launches import Launches, read_launches
-from steplint.project.reach import connected_modules, imports
+from steplint.project.launches import CodeNotes, Launches, code_notes, read_launches
+from steplint.project.reach import connected_modules, imported_names, imports
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
 from steplint.source import Source, code_text, parse_python, parser_text
 
@@ -29,6 +30,8 @@ CACHE_DIR_NAME = ".steplint_cache"
 # no `import *` that re-exports one, no command-line options another module may test). (Substring tests: many times faster than one regex of them all.)
 _SUMMARY_WORDS = (".step(", "save", "load_state_dict", "clip_grad", ".backward(", "all_reduce", "all_gather", "reduce_", "optim.", "lr_scheduler", "import *", "add_argument")
 _INCREMENT = re.compile(r"\+= *1\b")
+# A `__main__` block that does something: a run may start in the module (`if __name__ == "__main__": pass` starts none)
+_MAIN_BLOCK = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']\s*:(?!\s*(?:#[^\n]*\s*)*pass\s*(?:#[^\n]*\s*)*\Z)""", re.M)
 
 
 @dataclass
@@ -131,37 +134,73 @@ def build_index(
 ) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
     from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
-    store = SummaryStore(cache_dir or os.path.join(root, CACHE_DIR_NAME)) if cache else None
+    directory = cache_dir or os.path.join(root, CACHE_DIR_NAME)
+    store, text_store = (SummaryStore(directory), SummaryStore(directory, "texts.json", TextFacts.from_dict)) if cache else (None, None)
     analysed = list(analysed)
     every = read_modules(paths, root, texts)
-    found = {relative: text for relative, text in every.items() if summarized(relative, text)}
+    facts = text_facts(every, text_store)
+    found = {relative: text for relative, text in every.items() if summarized(relative, text, facts[relative].summarized)}
     kept = {relative: path for path in analysed if (relative := relative_path(path, root)) in found}
-    launches = launch_facts(root, every)
+    launches = launch_facts(root, every, facts)
     if analysed:  # a run's lints learn nothing from modules not connected to theirs
-        found = {relative: found[relative] for relative in connected_modules(found, kept)}
+        found = {relative: found[relative] for relative in connected_modules({r: facts[r].imported for r in found}, kept)}
     built = index_modules(found, root, settings, store, kept, pool, launches)
-    if store is not None:
-        store.flush()
+    for written in (store, text_store):
+        if written is not None:
+            written.flush()
     return built
 
 
-def launch_facts(root: str, texts: Dict[str, str]) -> Launches:
+@dataclass
+class TextFacts:
+    """What the project reads off a module's text by pattern, without parsing it: read once per text,
+    and kept in the cache beside the summaries (a warm run reads none of these patterns again)."""
+
+    summarized: bool  # its code can hold a step effect (`summarized`, the package rule aside)
+    script: bool  # it has a `__main__` block: a run may start in it
+    imported: List[str]  # the qualified names it may import (steplint.project.reach)
+    notes: CodeNotes  # what it tells the launch facts
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TextFacts":
+        return cls(data["summarized"], data["script"], data["imported"], CodeNotes.from_dict(data["notes"]))
+
+
+def text_facts(texts: Dict[str, str], store: Optional["SummaryStore"] = None) -> Dict[str, TextFacts]:
+    """The facts of each text (by relative path), from `store` where it holds them, else read (and stored)."""
+    found = {}
+    for relative, text in texts.items():
+        key = hashlib.sha256(f"{__version__}\0{code_signature()}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+        if store is not None and key in store:
+            found[relative] = store[key]
+            continue
+        found[relative] = TextFacts(_summary_words_in_code(text), _MAIN_BLOCK.search(text) is not None, imported_names(text), code_notes(text))
+        if store is not None:
+            store[key] = found[relative]
+    return found
+
+
+def launch_facts(root: str, texts: Dict[str, str], facts: Optional[Dict[str, TextFacts]] = None) -> Launches:
     """The launch facts of the project under `root`, with what the code of its modules (`texts`, by
-    relative path) sets: config keys set true, the values of globals."""
+    relative path; `facts`: theirs, when read already) sets: config keys set true, the values of globals."""
+    facts = text_facts(texts) if facts is None else facts
     launches = read_launches(root)
+    graph = functools.lru_cache(maxsize=None)(lambda: imports({relative: found.imported for relative, found in facts.items()}))
     if launches.switches_given_to_scripts():  # (a switch given to a script reaches the modules it imports)
-        launches.note_imports(imports(texts))
+        launches.note_imports(graph())
     # (the values of globals only where they can matter: for a script that runs a configurator,
     # `exec(open("configurator.py").read())`)
-    keys, globals_ = True, any("exec(" in text for text in texts.values())
-    for text in texts.values():
-        launches.note_code(text, keys, globals_)
+    globals_ = any("exec(" in text for text in texts.values())
+    for found in facts.values():
+        launches.note_code_notes(found.notes, globals_)
     if globals_:
         # Such a script takes its globals from Python config files the run may not lint, and that it need
         # not import: the project's other files say which globals they set.
         others = [p for p in python_files_under(root)[0] if relative_path(p, root) not in texts]
         for text in read_modules(others, root).values():
-            launches.note_code(text, keys, globals_)
+            launches.note_code(text, globals_)
+    if launches.options_for_unnamed_scripts():  # (...which a module that runs only inside scripts other lines name is not given)
+        launches.note_importers(graph(), {relative for relative, found in facts.items() if found.script})
     return launches
 
 
@@ -191,10 +230,15 @@ def read_modules(paths: Iterable[str], root: str, texts: Optional[Dict[str, str]
     return found
 
 
-def summarized(relative: str, text: str) -> bool:
+def summarized(relative: str, text: str, words_in_code: Optional[bool] = None) -> bool:
     """Whether a module's text can hold a step effect (or re-export one, as a package's __init__): the
-    words count in its code, not in comments and docstrings (searched only when the whole text has them)."""
-    return relative.endswith("__init__.py") or _summary_words(text) and _summary_words(code_text(text))
+    words count in its code, not in comments and docstrings (searched only when the whole text has them).
+    `words_in_code`: whether they are there, when known (TextFacts.summarized)."""
+    return relative.endswith("__init__.py") or (_summary_words_in_code(text) if words_in_code is None else words_in_code)
+
+
+def _summary_words_in_code(text: str) -> bool:
+    return _summary_words(text) and _summary_words(code_text(text))
 
 
 def _summary_words(text: str) -> bool:
@@ -301,12 +345,14 @@ def relative_path(path: str, root: str) -> Optional[str]:
 
 
 class SummaryStore:
-    """Summaries by content hash, in one JSON file under the project's .steplint_cache/."""
+    """Summaries (or other records of a text: `decode` reads one back) by content hash, in one JSON file
+    (`name`) under the project's .steplint_cache/."""
 
-    def __init__(self, directory: str) -> None:
-        self.path = os.path.join(directory, "project", "summaries.json")
-        self.data: Dict[str, object] = {}  # a summary as read (a dict), or as computed (written out on flush)
-        self.loaded: Dict[str, ModuleSummary] = {}  # read back already (a server re-indexes often)
+    def __init__(self, directory: str, name: str = "summaries.json", decode: Callable[[dict], object] = ModuleSummary.from_dict) -> None:
+        self.path = os.path.join(directory, "project", name)
+        self.decode = decode
+        self.data: Dict[str, object] = {}  # a record as read (a dict), or as computed (written out on flush)
+        self.loaded: Dict[str, object] = {}  # read back already (a server re-indexes often)
         self.used: set = set()  # what this run read or wrote: the rest is stale and dropped on flush
         self.dirty = False
         try:
@@ -318,13 +364,13 @@ class SummaryStore:
     def __contains__(self, key: str) -> bool:
         return key in self.data
 
-    def __getitem__(self, key: str) -> ModuleSummary:
+    def __getitem__(self, key: str):
         self.used.add(key)
         if key not in self.loaded:
-            self.loaded[key] = ModuleSummary.from_dict(self.data[key])
+            self.loaded[key] = self.decode(self.data[key])
         return self.loaded[key]
 
-    def __setitem__(self, key: str, summary: ModuleSummary) -> None:
+    def __setitem__(self, key: str, summary) -> None:
         self.used.add(key)
         self.data[key] = summary  # (summaries are not changed once made)
         self.loaded[key] = summary

@@ -61,6 +61,7 @@ _COPIED = re.compile(r"""^[ \t]*[A-Za-z_][\w.]*?(?:\.([A-Za-z_]\w*)|\[["']([A-Za
 _ACCELERATE_PRECISION = re.compile(r"""--mixed[_-]precision(?:=|[ \t]+)["']?([A-Za-z0-9]+)""")
 _RUNNER = re.compile(r"\b(?:python[\d.]*|torchrun|accelerate|deepspeed|srun|mpirun|horovodrun)\b")
 _CONFIG_NAMED = re.compile(r"""(?<![\w./-])([\w./-]+\.(?:ya?ml|json))\b""")  # a config file a launch line names (`--config conf/dino.yaml`)
+_ASSIGNED_KEY = re.compile(r"""(?:\.|\[["'])([\w-]+)["']?\]?[ \t]*=(?!=)""")  # an attribute or key assigned (`cfg.amp_dtype = `)
 _TOP_LEVEL_SET = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n#=][^\n#]*)", re.M)
 _CONTINUED = re.compile(r"\\\r?\n|\\\\n")  # a shell line continued (also as written inside a notebook's JSON)
 _SCRIPT = re.compile(r"([\w./-]*\w)\.py\b")
@@ -81,7 +82,7 @@ class Launches:
     mentioned: Set[str] = field(default_factory=set)
     modules: Optional[Set[str]] = None  # the project paths of the Python files under the root (None: not known, every line may name one)
     configs: "ConfigKeys" = field(default_factory=lambda: ConfigKeys())  # what the project's config files set, all of them
-    assigned_in_code: Set[str] = field(default_factory=set)  # precision keys the project's code assigns (`cfg.amp_dtype = ...`)
+    assigned_in_code: Set[str] = field(default_factory=set)  # attributes and keys the project's code assigns (`cfg.amp_dtype = ...`)
     launch_true: Set[str] = field(default_factory=set)  # last keys a launch line sets true (`++train.use_fp16=true`)
     set_in_code: Set[str] = field(default_factory=set)  # last keys the project's code sets true (`cfg.amp = True`)
     declared_true: Set[str] = field(default_factory=set)  # options the project's code declares true by default (`add_argument("--amp", default=True)`)
@@ -90,6 +91,7 @@ class Launches:
     configs_named: Dict[str, List[Tuple[str, List[str]]]] = field(default_factory=dict)  # script file name -> (path as written, config files the line names) per line
     forwarded: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of its lines that pass their own arguments on (`${@:3}`)
     switches_reached: Dict[str, Set[str]] = field(default_factory=dict)  # module -> the switches given to the scripts that import it (note_imports)
+    run_inside: Dict[str, Set[str]] = field(default_factory=dict)  # module -> the scripts lines name that it runs inside of, and only them (note_importers)
     wrapper_calls: Dict[str, List[Set[str]]] = field(default_factory=dict)  # shell script name -> the options of each line that runs it (`bash dist_train.sh cfg 8 --fp16`)
 
     def switched_off(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
@@ -124,39 +126,24 @@ class Launches:
     free: Set[str] = field(default_factory=set)  # options of the lines that name no script (any script may be run with them)
     _unclaimed: Optional[Set[str]] = None  # the options a script no line names may be given (computed once)
     _named: Dict[str, Set[str]] = field(default_factory=dict)  # a config file name as a launch line writes it -> the project's files it may be
-    _assigned_pattern: Optional[tuple] = None  # (the precision keys, the pattern of their assignment in code)
 
-    def note_code(self, text: str, keys: bool = True, globals_: bool = True) -> None:
+    def note_code(self, text: str, globals_: bool = True) -> None:
         """The keys a module of the project sets true in its code (a config's defaults, an override), and
-        the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
-        self._shared = self._unclaimed = None
-        if keys:
-            # (a settings class's field default, `fp16: bool = True`, is a declared default, as an option's:
-            # config files that set the key false win over it)
-            self.set_in_code.update(keys_set_true(_FIELD_TRUE.sub("", text), declarations=False))
-            self.declared_true.update(_declared_true(text) | {m.group(1) for m in _FIELD_TRUE.finditer(text)})
-            assigned = self._precision_assigned()
-            if assigned is not None:
-                self.assigned_in_code.update(m.group(1) for m in assigned.finditer(text))
-            for match in _COPIED.finditer(text):
-                target, source = match.group(1) or match.group(2), match.group(3) or match.group(4)
-                if target != source:  # (`config.TRAIN.ACCUMULATION_STEPS = args.accumulation_steps`: any key a launch may set)
-                    self.copied.setdefault(target.replace("-", "_"), set()).add(source.replace("-", "_"))
-        for match in _TOP_LEVEL_SET.finditer(text) if globals_ else ():
-            self.globals_set.setdefault(match.group(1), set()).add(match.group(2).strip().replace('"', "'"))
-        if ".py" in text:  # (a usage in a docstring or comment, a command the code runs: `python train.py --fp16`)
-            commands = [line for line in _CONTINUED.sub(" ", text).splitlines() if ".py" in line and _RUNNER.search(line) and _SCRIPT.search(line)]
-            if commands:
-                add_launch_text(self, "\n".join(commands), keys=False)
+        (`globals_`) the values its top level gives globals (`dtype = 'float16'` in a config file run by `exec`)."""
+        self.note_code_notes(code_notes(text), globals_)
 
-    def _precision_assigned(self) -> Optional["re.Pattern"]:
-        """The pattern of an assignment, in code, of a precision key the config files give (`cfg.amp_dtype =
-        ...`, `config["amp_dtype"] = ...`); None when they give none (nothing to look for)."""
-        keys = sorted({path.rsplit(".", 1)[-1] for path in self.configs.config_values})
-        if self._assigned_pattern is None or self._assigned_pattern[0] != keys:
-            pattern = re.compile(r"""(?:\.|\[["'])(""" + "|".join(map(re.escape, keys)) + r""")["']?\]?[ \t]*=(?!=)""") if keys else None
-            self._assigned_pattern = (keys, pattern)
-        return self._assigned_pattern[1]
+    def note_code_notes(self, notes: "CodeNotes", globals_: bool = True) -> None:
+        """note_code, from what a module's code tells (read once per text: `code_notes`)."""
+        self._shared = self._unclaimed = None
+        self.set_in_code.update(notes.set_true)
+        self.declared_true.update(notes.declared_true)
+        self.assigned_in_code.update(notes.assigned)
+        for target, source in notes.copied:
+            self.copied.setdefault(target, set()).add(source)
+        for name, value in notes.top_level if globals_ else ():
+            self.globals_set.setdefault(name, set()).add(value)
+        if notes.commands:
+            add_launch_text(self, notes.commands, keys=False)
 
     def switched_on(self, configs: Optional["ConfigKeys"] = None) -> Set[str]:
         """Keys some config, launch line or code sets true, or that the code copies from a key a launch
@@ -187,20 +174,49 @@ class Launches:
 
     def options_for(self, relative: str) -> List[str]:
         """The options a run of the module at `relative` (a project path) may be given: those of the
-        lines that name it, else those of the lines that name no script of the project. Sorted, `-`
-        written `_`."""
-        name = posixpath.basename(relative)
-        given: Set[str] = set()
-        named = False
-        for written, options in self.by_script.get(name, ()):
-            if _same_file(written, relative):
-                named = True
-                given |= options
-        if named:
+        lines that name it; for a module that runs only inside scripts lines name (`note_importers`),
+        theirs; else those of the lines that name no script of the project. Sorted, `-` written `_`."""
+        given = self._given(relative)
+        if given is not None:
             return sorted(given)
+        inside = self.run_inside.get(relative)
+        if inside:
+            return sorted(set().union(*map(self._given, inside)))
+        return sorted(self.options_for_unnamed_scripts())
+
+    def options_for_unnamed_scripts(self) -> Set[str]:
+        """The options of the lines that name no script of the project, which a script no line names may be given."""
         if self._unclaimed is None:
             self._unclaimed = self._unclaimed_options()
-        return sorted(self._unclaimed)
+        return self._unclaimed
+
+    def _given(self, relative: str) -> Optional[Set[str]]:
+        """The options of the lines that name the module at `relative`; None when none names it."""
+        found = [options for written, options in self.by_script.get(posixpath.basename(relative), ()) if _same_file(written, relative)]
+        return set().union(*found) if found else None
+
+    def note_importers(self, imports: Dict[str, Set[str]], scripts: Set[str]) -> None:
+        """With the project's imports (module -> the modules it imports) and its scripts (the modules with a
+        `__main__` block): a module that is no script, and that only scripts lines name import (directly or
+        not), runs inside their runs, with their options, not with those of lines that name no script (a
+        README's "add --amp" is for a script no line names)."""
+        importers: Dict[str, Set[str]] = {}
+        for module, targets in imports.items():
+            for target in targets:
+                importers.setdefault(target, set()).add(module)
+        self.run_inside = {}
+        for module in imports:
+            if module in scripts or self._given(module) is not None:
+                continue
+            seen, pending = set(), [module]
+            while pending:
+                for importer in importers.get(pending.pop(), ()):
+                    if importer not in seen:
+                        seen.add(importer)
+                        pending.append(importer)
+            running = seen & scripts
+            if running and all(self._given(script) is not None for script in running):
+                self.run_inside[module] = running
 
     def _unclaimed_options(self) -> Set[str]:
         """The options of the launch lines that name no script of the project: prose and wrappers that
@@ -389,6 +405,42 @@ def keys_set_true(text: str, declarations: bool = True) -> Set[str]:
 
 def _declared_true(text: str) -> Set[str]:
     return {m.group(1).replace("-", "_") for m in _TRUE_OPTION.finditer(text)}
+
+
+@dataclass
+class CodeNotes:
+    """What one module's code tells the launch facts, read off its text once (and cached with it)."""
+
+    set_true: List[str]  # keys it sets true (`cfg.amp = True`), or a settings class declares true (`fp16: bool = True`)
+    declared_true: List[str]  # options it declares true by default (`add_argument("--amp", default=True)`), and such fields
+    assigned: List[str]  # the attributes and keys it assigns (`cfg.amp_dtype = ...`, `config["amp_dtype"] = ...`)
+    copied: List[Tuple[str, str]]  # (key, the key it copies it from): `config.AMP = args.amp`
+    top_level: List[Tuple[str, str]]  # (global, value as written) its top level sets
+    commands: str  # the lines that run a script (a usage in a docstring, `os.system("python eval.py --fp16")`)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CodeNotes":
+        return cls(data["set_true"], data["declared_true"], data["assigned"], [tuple(p) for p in data["copied"]],
+                   [tuple(p) for p in data["top_level"]], data["commands"])
+
+
+def code_notes(text: str) -> CodeNotes:
+    # (a settings class's field default, `fp16: bool = True`, is a declared default, as an option's:
+    # config files that set the key false win over it)
+    fields = [m.group(1) for m in _FIELD_TRUE.finditer(text)]
+    copied = []
+    for match in _COPIED.finditer(text):
+        target, source = match.group(1) or match.group(2), match.group(3) or match.group(4)
+        if target != source:  # (`config.TRAIN.ACCUMULATION_STEPS = args.accumulation_steps`: any key a launch may set)
+            copied.append((target.replace("-", "_"), source.replace("-", "_")))
+    top_level = [(m.group(1), m.group(2).strip().replace('"', "'")) for m in _TOP_LEVEL_SET.finditer(text)]
+    commands = ""
+    if ".py" in text:  # (a usage in a docstring or comment, a command the code runs: `python train.py --fp16`)
+        commands = "\n".join(line for line in _CONTINUED.sub(" ", text).splitlines() if ".py" in line and _RUNNER.search(line) and _SCRIPT.search(line))
+    return CodeNotes(
+        sorted(keys_set_true(_FIELD_TRUE.sub("", text), declarations=False)), sorted(_declared_true(text) | set(fields)),
+        sorted({m.group(1) for m in _ASSIGNED_KEY.finditer(text)}), copied, top_level, commands,
+    )
 
 
 def _note_config_value(found: "ConfigKeys", path: str, value: object, typed: bool) -> None:

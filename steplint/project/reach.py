@@ -30,10 +30,11 @@ _IMPORT = re.compile(r"import\b[ \t]*(" + _CONTINUED + ")")
 _NAME = re.compile(r"[\w.]+")
 
 
-def connected_modules(texts: Dict[str, str], start: Iterable[str]) -> Set[str]:
-    """The modules (relative paths, keys of `texts`) connected by imports to those in `start`."""
-    linked = _import_graph(texts)
-    seen = {path for path in start if path in texts}
+def connected_modules(imported: Dict[str, List[str]], start: Iterable[str]) -> Set[str]:
+    """The modules (relative paths, keys of `imported`: the names each may import, `imported_names`)
+    connected by imports to those in `start`."""
+    linked = _import_graph(imported)
+    seen = {path for path in start if path in imported}
     pending = list(seen)
     while pending:
         for other in linked[pending.pop()]:
@@ -43,19 +44,19 @@ def connected_modules(texts: Dict[str, str], start: Iterable[str]) -> Set[str]:
     return seen
 
 
-def _import_graph(texts: Dict[str, str]) -> Dict[str, Set[str]]:
+def _import_graph(imported: Dict[str, List[str]]) -> Dict[str, Set[str]]:
     """Module -> the modules it imports or is imported by (undirected)."""
-    linked: Dict[str, Set[str]] = {path: set() for path in texts}
-    for importer, targets in imports(texts).items():
+    linked: Dict[str, Set[str]] = {path: set() for path in imported}
+    for importer, targets in imports(imported).items():
         for target in targets:
             linked[importer].add(target)
             linked[target].add(importer)
     return linked
 
 
-def imports(texts: Dict[str, str]) -> Dict[str, Set[str]]:
-    """Module -> the modules of the project it may import."""
-    paths = sorted(texts)
+def imports(imported: Dict[str, List[str]]) -> Dict[str, Set[str]]:
+    """Module -> the modules of the project it may import, from the names each may import (`imported_names`)."""
+    paths = sorted(imported)
     known = set(paths)
     dotted = dotted_names(paths)
     names = sorted(dotted)
@@ -64,12 +65,17 @@ def imports(texts: Dict[str, str]) -> Dict[str, Set[str]]:
     candidates: Dict[tuple, List[str]] = {}  # (folder, name) -> targets: the same for all modules of a folder
     for importer in paths:
         folder = posixpath.dirname(importer)
-        for qualified in set(_imported(texts[importer])):
+        for qualified in imported[importer]:
             targets = candidates.get((folder, qualified))
             if targets is None:
                 targets = candidates[folder, qualified] = list(_candidates(paths, known, dotted, names, tails, importer, qualified))
             found[importer].update(target for target in targets if target != importer)
     return found
+
+
+def imported_names(text: str) -> List[str]:
+    """The qualified names a module's text may import, each once."""
+    return sorted(set(_imported(text)))
 
 
 def _imported(text: str) -> Iterator[str]:
