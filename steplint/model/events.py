@@ -11,7 +11,7 @@ import libcst as cst
 from steplint.effects import ACCELERATE_PRECISION
 from steplint.model.roles import ACCELERATOR, EMA, ENGINE, LOSS_SCALER, OPTIMIZER, SCALER, SCHEDULER, Role, RoleTable
 from steplint.model.structure import Site, Structure
-from steplint.model.syntax import bound_names, dotted, keyword, last_name, literal, positional, walk_expressions
+from steplint.model.syntax import dotted, keyword, last_name, literal, positional, walk_expressions
 
 SKIPPABLE_STEP = "skippable-step"  # an attempted update the framework may skip
 OPTIMIZER_STEP = "optimizer-step"  # a plain optimizer.step(): always commits
@@ -91,13 +91,13 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
     for node, site in structure.statements:
         statement = type(node)  # (type tests: see steplint.model.syntax.dotted)
         if statement is cst.AugAssign and type(node.operator) is cst.AddAssign:
-            if _adds_one(node.value) and isinstance(node.target, (cst.Name, cst.Attribute)) and not _rebound_each_iteration(node.target, site):
+            if _adds_one(node.value) and isinstance(node.target, (cst.Name, cst.Attribute)):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=node.target))
         elif statement is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
             if isinstance(target, cst.Subscript) and _is_lr_slot(target, site, param_group_vars):
                 events.append(Event(SCHEDULER_STEP, node, site, subject=target.value, explicit_position=True))
-            elif _is_self_increment(target, node.value) and not _rebound_each_iteration(target, site):
+            elif _is_self_increment(target, node.value):
                 events.append(Event(COUNTER_INCREMENT, node, site, subject=target))
             elif _is_helper_call(node.value, helper_names) and isinstance(target, cst.Name) and id(node.value) in call_events:
                 call_events[id(node.value)].gate_var = target.value
@@ -119,12 +119,6 @@ def collect_events(structure: Structure, roles: RoleTable, helper_names: frozens
     events = [e for e in events if not (e.site.scope.name in helper_names and e.site.scope.class_name is None)]
     events.sort(key=lambda e: e.order)
     return events
-
-
-def _rebound_each_iteration(target: cst.BaseExpression, site: Site) -> bool:
-    """`i += 1` on a name a `for` around it binds (`for i, batch in enumerate(loader): i += 1`): an offset
-    of the loop's own index, bound anew at each iteration; nothing is counted across iterations."""
-    return isinstance(target, cst.Name) and any(type(loop) is cst.For and target.value in bound_names(loop) for loop in site.loops)
 
 
 def _updating_calls(structure: Structure, roles: RoleTable, events: List[Event]) -> List[Event]:
