@@ -164,6 +164,15 @@ class CommandLine:
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             value, option = self._as_run(expr.expression, scope, depth)
             return (not value, option) if value is not ... else unknown
+        if isinstance(expr, cst.IfExp):  # (`True if args.model_dtype == "fp16" else False`: the branch its test takes as run)
+            value, option = self._as_run(expr.test, scope, depth)
+            if value is ... or option is None:
+                return unknown
+            chosen = expr.body if value else expr.orelse
+            constant = literal(chosen)
+            if isinstance(constant, (bool, int, float, str)):
+                return constant, option
+            return self._as_run(chosen, scope, depth + 1) if depth < 3 else unknown
         if isinstance(expr, cst.BooleanOperation):
             # (`a and b` is false as run when one side is, true when both are; `or` the other way round)
             deciding = not isinstance(expr.operator, cst.And)
