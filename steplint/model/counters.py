@@ -22,7 +22,7 @@ from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP,
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY
 from steplint.model.schedules import never_moves, sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
 from steplint.model.structure import Scope, Site
-from steplint.model.syntax import assignment_targets, dotted, is_cadence, last_name, names_in, unwrap_progress, walk_expressions
+from steplint.model.syntax import assignment_targets, bound_names, dotted, is_cadence, last_name, names_in, unwrap_progress, walk_expressions
 from steplint.suppress import intent_basis
 
 if TYPE_CHECKING:
@@ -70,6 +70,13 @@ class Counters:
         for increment in self.model.of_kind(COUNTER_INCREMENT):
             found[id(increment.site.loop)].append(increment)
         return found
+
+    @staticmethod
+    def offsets_its_loop_index(increment: Event) -> bool:
+        """`i += 1` on a name a `for` around it binds (`for i, batch in enumerate(loader): i += 1`): the loop's
+        own index moved to count from 1, bound anew at each iteration; nothing is counted across iterations."""
+        subject = increment.subject
+        return type(subject) is cst.Name and any(type(loop) is cst.For and subject.value in bound_names(loop) for loop in increment.site.loops)
 
     def windowed(self, update: Event) -> Set[str]:
         """Counters advanced under the update's window boundary, under no test of their own but a commit gate:
