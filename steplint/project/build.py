@@ -18,7 +18,7 @@ from steplint.files import SKIPPED_DIRS, FileError, read_text
 from steplint.pool import PARALLEL_FROM_TASKS, Pool
 from steplint.project.context import ModuleContext
 from steplint.project.index import ProjectIndex
-from steplint.project.launches import CodeNotes, Launches, code_notes, read_launches
+from steplint.project.launches import CodeNotes, Launches, code_notes, is_python_config, read_launches
 from steplint.project.reach import connected_modules, imported_names, imports
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
 from steplint.source import Source, code_text, parse_python, parser_text
@@ -191,14 +191,17 @@ def launch_facts(root: str, texts: Dict[str, str], facts: Optional[Dict[str, Tex
     # (the values of globals only where they can matter: for a script that runs a configurator,
     # `exec(open("configurator.py").read())`)
     globals_ = any("exec(" in text for text in texts.values())
-    for found in facts.values():
-        launches.note_code_notes(found.notes, globals_)
+    for relative, found in facts.items():
+        runs_a_configurator = globals_ and "exec(" in texts[relative]
+        launches.note_code_notes(found.notes, globals_ and not runs_a_configurator and is_python_config(relative))
+        if runs_a_configurator:  # (its globals are its own defaults; another such script's are not its config)
+            launches.note_own_globals(relative, found.notes)
     if globals_:
         # Such a script takes its globals from Python config files the run may not lint, and that it need
         # not import: the project's other files say which globals they set.
         others = [p for p in python_files_under(root)[0] if relative_path(p, root) not in texts]
-        for text in read_modules(others, root).values():
-            launches.note_code(text, globals_)
+        for relative, text in read_modules(others, root).items():
+            launches.note_code(text, is_python_config(relative))
     if launches.options_for_unnamed_scripts():  # (...which a module that runs only inside scripts other lines name is not given)
         launches.note_importers(graph(), {relative for relative, found in facts.items() if found.script})
     return launches

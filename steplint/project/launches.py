@@ -121,7 +121,8 @@ class Launches:
                 found[path] = sorted(words)
         return found
 
-    globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's modules set it to, as written
+    globals_set: Dict[str, Set[str]] = field(default_factory=dict)  # global -> each value the project's config modules set it to, as written
+    own_globals: Dict[str, Dict[str, Set[str]]] = field(default_factory=dict)  # a script that runs a configurator -> the values it sets its globals to
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
     free: Set[str] = field(default_factory=set)  # options of the lines that name no script (any script may be run with them)
     _unclaimed: Optional[Set[str]] = None  # the options a script no line names may be given (computed once)
@@ -168,9 +169,16 @@ class Launches:
             copies_on.update(pending)
         return copies_on
 
-    def contested_globals(self) -> List[str]:
-        """Globals the project's modules set to more than one value."""
-        return sorted(name for name, values in self.globals_set.items() if len(values) > 1)
+    def note_own_globals(self, relative: str, notes: "CodeNotes") -> None:
+        """The globals a script that runs a configurator sets (`dtype = "bfloat16"`): its own defaults, which
+        the config files it may run override, not those of the project's other scripts."""
+        for name, value in notes.top_level:
+            self.own_globals.setdefault(relative, {}).setdefault(name, set()).add(value)
+
+    def contested_globals(self, relative: Optional[str] = None) -> List[str]:
+        """Globals the project's config modules, with the module at `relative` itself, set to more than one value."""
+        own = self.own_globals.get(relative, {}) if relative is not None else {}
+        return sorted(name for name in set(self.globals_set) | set(own) if len(self.globals_set.get(name, set()) | own.get(name, set())) > 1)
 
     def options_for(self, relative: str) -> List[str]:
         """The options a run of the module at `relative` (a project path) may be given: those of the
@@ -252,11 +260,12 @@ class Launches:
         fields = self._shared if configs is None else self._config_fields(configs)
         return {"launch_options": self.options_for(relative), "launch_values": self.option_values_for(relative),
                 "switches_given_to_scripts": sorted(self.switches_reached.get(relative, ())),
-                **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()}}
+                **{name: dict(value) if isinstance(value, dict) else list(value) for name, value in fields.items()},
+                "contested_globals": self.contested_globals(relative)}
 
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
-                "contested_globals": self.contested_globals(), "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
+                "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
                 "configured_values": self.configured_values(configs), "precisions_configured": self.precisions_configured(configs)}
 
     def precisions_configured(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
@@ -334,6 +343,11 @@ class ConfigKeys:
             self.numbers.setdefault(path, set()).update(words)
 
 
+def is_python_config(relative: str) -> bool:
+    """A Python module of settings, by its name or its folder (`configs/base.py`, `cfg.py`): what a configurator runs."""
+    return _PYTHON_CONFIG.search(relative) is not None
+
+
 def _same_file(written: str, relative: str) -> bool:
     """A script as a launch line writes it (`../drivers/run_ann.py`, `train.py`) is the project's
     `relative` when the folders it gives end the project path (`..` and `.` say nothing)."""
@@ -348,7 +362,7 @@ def read_launches(root: str) -> Launches:
     # Scripts first, then docs, then configs: a tree of data files (`.json` annotations) uses up the
     # budget, not the scripts' command lines.
     paths, found.modules = _launch_files(root)
-    paths += [os.path.join(root, module) for module in sorted(found.modules or ()) if _PYTHON_CONFIG.search(module)]
+    paths += [os.path.join(root, module) for module in sorted(found.modules or ()) if is_python_config(module)]
     for path in sorted(paths, key=lambda p: _PRIORITY.get(os.path.splitext(p)[1], 0)):
         try:
             size = os.path.getsize(path)
