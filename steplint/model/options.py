@@ -120,7 +120,7 @@ class CommandLine:
         when a run may give it another: `args.accum` declared with `default=1` that no launch gives is 1."""
         if expr is None:
             return ..., None
-        if self.given is None or ANY_OPTION in self.given:
+        if self.given is None:
             return self._constant(expr, scope)  # (what no launch decides: a local set once to a literal)
         return self._as_run(expr, scope, 0)
 
@@ -139,16 +139,19 @@ class CommandLine:
     def _as_run(self, expr: cst.BaseExpression, scope, depth: int) -> tuple:
         """(its value in every run the project shows, the option that decides it), or (..., None)."""
         unknown = (..., None)
+        # A launch that passes variables on (`$@`) may give any option, or set any global through a configurator; not
+        # change the value the config files all give a key no launch line mentions (`cfg.training.grad_accumulation`)
+        any_option = self.given is not None and ANY_OPTION in self.given
         if isinstance(expr, cst.Attribute):
-            found = self._option_default(expr, scope)
+            found = self._option_default(expr, scope) if not any_option else unknown
             return found if found[1] is not None else self._config_default(expr)
         if isinstance(expr, cst.Subscript):
             key = literal(expr.slice[0].slice.value) if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
             if isinstance(expr.value, cst.Name) and expr.value.value in self.parsed_dicts and isinstance(key, str):
-                return self._option_value(key, f"--{key}", scope)
+                return self._option_value(key, f"--{key}", scope) if not any_option else unknown
             return self._config_default(expr)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3 and scope.owner_of(expr.value) is None:
-            return self._global_as_run(expr.value)
+            return self._global_as_run(expr.value) if not any_option else unknown
         if isinstance(expr, cst.Name) and scope is not None and depth < 3:
             owner = scope.owner_of(expr.value)
             if (id(owner), expr.value) in self._earlier:  # (`if steps.isdigit(): steps = int(steps)`: the test reads the value before)
@@ -297,7 +300,7 @@ class CommandLine:
         values = self.bindings.get((id(owner if owner is not None else self.module_scope), name), ()) if name is not None else ()
         if len(values) != 1 or not isinstance(values[0], cst.IfExp) or owner is None and name in self.declared_global:
             return [], None
-        if owner is None and self.runs_code and (name in self.given or name in self.contested):
+        if owner is None and self.runs_code and (name in self.given or ANY_OPTION in self.given or name in self.contested):
             return [], None
         choices, pending = [], [values[0]]
         while pending:
@@ -468,7 +471,7 @@ class CommandLine:
         if found is not None:
             return found
         values, label = self._config_choices(expr)
-        return (values[0], label) if len(set(map(repr, values))) == 1 else (..., None)
+        return (values[0], label) if len(set(map(_as_compared, values))) == 1 else (..., None)
 
     def _switched_off_key(self, keys: list) -> Optional[tuple]:
         """(False, its label) for a key the config files set false, each time, and nothing sets true (by its name:
@@ -582,6 +585,14 @@ def _unquoted(written: str) -> str:
     return written[1:-1] if len(written) > 1 and written[0] == written[-1] and written[0] in "'\"" else written
 
 
+def _as_compared(value: object) -> str:
+    """A config value as the code's comparisons tell it from others: `1` and `1.` alike, `16` and `"16"` not."""
+    return repr(int(value)) if type(value) is float and value.is_integer() else repr(value)
+
+
+_YAML_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?:\.\d*)?e[-+]?\d+)")
+
+
 def scalar(written: str) -> object:
     """A config file's value as written (JSON's text, or a YAML/TOML/INI token): `fp32`, `"16"`, `true`, `16`."""
     try:
@@ -595,6 +606,8 @@ def scalar(written: str) -> object:
         return False
     if word in ("null", "none", "~", ""):
         return None
+    if _YAML_NUMBER.fullmatch(word):  # (`1.`, `.5`, `1e-4`: YAML's numbers that JSON does not read)
+        return float(word)
     return _unquoted(written)
 
 

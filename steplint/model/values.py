@@ -29,7 +29,7 @@ def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scop
     at 1 (`Trainer(..., grad_accumulation_steps=1)`, or its default of 1), never set in the function.
     Then every batch is a window."""
     value, _ = model.roles.command_line.value_as_run(length, scope)
-    if type(value) is int and value == 1:
+    if type(value) in (int, float) and value == 1:  # (`cfg.grad_accumulation = 1.`: a window of one batch too; not True)
         return True
     if isinstance(length, cst.Name) and model.remember(("left_at_one", id(scope), length.value), lambda: _left_at_one(model, length.value, scope)):
         return True

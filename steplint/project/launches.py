@@ -493,6 +493,9 @@ def _read_python_config(found: "ConfigKeys", text: str) -> None:
         elif isinstance(statement, ast.ClassDef):
             pending.extend((f"{statement.name}.{s.targets[0].id}.", s.value) for s in statement.body
                            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
+            # (a settings dataclass's field default, `grad_accumulation: int = 1`: what a run takes unless a config sets it)
+            pending.extend((f"{statement.name}.{s.target.id}.", s.value) for s in statement.body
+                           if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None)
     while pending:
         prefix, value = pending.pop()
         if isinstance(value, ast.Dict):
