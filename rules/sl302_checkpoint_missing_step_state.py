@@ -36,6 +36,13 @@ the first. Two copies of the same optimizer's checkpoint (`last.pt`, `best.pt`) 
 resume from: each must hold everything. Copies one function writes with the same contents, directly or
 through two helpers, leave out the same state: one problem, reported at the first.
 
+An optimizer that keeps its schedule inside (a Noam wrapper, or a torch optimizer subclass, whose `step()`
+advances a counter of its own and sets the learning rate from it: `self.step_num += 1`) holds the
+schedule's position in that counter. Stored by a `state_dict()` that leaves the counter out (the
+wrapper's own, handing back only the inner optimizer's state, or torch's inherited one, which holds no
+attributes), the checkpoint loses it: reported as `optimizer.step_num`, with the class and where it is, also
+for a class of another module of the project. Silent where the class's `state_dict()` reads the counter.
+
 A checkpoint that holds no optimizer is reported too when it stores the position a resume of the
 module reads back (`{"net": ..., "epoch": epoch}` beside `start_epoch = checkpoint["epoch"]`): it is the
 one the run resumes from, and a scheduler or scaler it leaves out restarts there.
@@ -112,6 +119,8 @@ def check(model):
         optimizers = [o for _, keys in snapshot.parts for o in keys]
         missing = [(kind, key) for kind in ("scheduler", "scaler", "counter") for key in state[kind]
                    if key not in held and (kind == "counter" or model.state.moves_with(key, optimizers))]
+        # (the position of a schedule a stored optimizer keeps inside, which its state_dict() leaves out)
+        missing += [("position", key) for key in state["position"] if key not in held and model.state.optimizer_of_position(key) in optimizers]
         if not missing or _reported_at_the_helper(model, save, missing):
             continue
         # one dict saved twice, or two written out alike in one function (`last.pth` and `best.pth`, also
@@ -190,7 +199,7 @@ _TRAINING = (effects.UPDATE, effects.SCALER_UPDATE, effects.SCALED_BACKWARD, eff
 
 def _entry(model, kind, key):
     text = key.split(":", 1)[1]
-    value = text if kind == "counter" else f"{text}.state_dict()"
+    value = text if kind in ("counter", "position") else f"{text}.state_dict()"
     if kind != "counter" and key in model.roles.maybe_none:  # `None` in fp32 runs or without a schedule
         value = f"{value} if {text} is not None else None"
     return text.split(".")[-1], value

@@ -21,6 +21,7 @@ from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, HELPER_STA
 from steplint.effects import FRESH_SCALER, LOAD, POSITIONED_STEP
 from steplint.effects import SCHEDULER_STEP as STEPS_A_SCHEDULER
 from steplint.model.calls import argument_at_call
+from steplint.model.inner_schedules import InnerSchedule, inner_schedules
 from steplint.model.precision import command_line_default
 from steplint.model.roles import ACCELERATOR, ACCELERATOR_CLASSES, APEX_AMP, CONSTRUCTOR, OPTIMIZER, PRECISION_FROM_EXPRESSION, SCALE_HOLDERS, SCALER, SCHEDULER, module_binding, optimizer_named
 from steplint.model.schedules import never_moves
@@ -88,9 +89,10 @@ class State:
                 if isinstance(sub, (cst.Name, cst.Attribute, cst.Subscript)):
                     key = self.model.roles.key(sub, scope)
                     role = self.model.roles.roles.get(key or "")
-                    kind = role.kind if role else (SCALER if key in self.held_scalers else "counter" if key in counters else None)
+                    kind = role.kind if role else (SCALER if key in self.held_scalers else "counter" if key in counters else
+                                                   "position" if key in self.inner_positions else None)
                     kind = SCALER if kind in SCALE_HOLDERS else kind
-                    if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter"):
+                    if kind in (OPTIMIZER, SCHEDULER, SCALER, "counter", "position"):
                         found.holds.setdefault(kind, []).append(key)  # type: ignore[arg-type]
                     elif kind is None and isinstance(sub, cst.Name):
                         # a parameter: the counter its callers pass (`self.save(self.epoch + 1)`), or the scaler
@@ -303,9 +305,22 @@ class State:
         return False
 
     def describe_held(self, key: str) -> str:
-        """A step state's name for a message: `scheduler`, or `accelerator.scaler` (the GradScaler ...)."""
+        """A step state's name for a message: `scheduler`, or `accelerator.scaler` (the GradScaler ...), or
+        `optimizer.step_num` (the position of the schedule `NoamOpt` keeps inside ...)."""
         name = f"`{key.split(':', 1)[1]}`"
+        inner = self.inner_positions.get(key)
+        if inner is not None:
+            return name + f" (the position of the schedule `{inner.class_name}` ({inner.where}) keeps inside, which its `state_dict()` leaves out)"
         return name + f" ({self.held_scalers[key]})" if key in self.held_scalers else name
+
+    @cached_property
+    def inner_positions(self) -> Dict[str, InnerSchedule]:
+        """The position key of each schedule an optimizer keeps inside (`main:optimizer.step_num`) -> that schedule."""
+        return {f"{key}.{inner.counter}": inner for key, inner in inner_schedules(self.model).items()}
+
+    def optimizer_of_position(self, key: str) -> str:
+        """The optimizer key of a position key (`main:optimizer` of `main:optimizer.step_num`)."""
+        return key[: -len(self.inner_positions[key].counter) - 1]
 
     @cached_property
     def saved_under(self) -> Dict[str, str]:
@@ -756,7 +771,7 @@ class State:
             visible |= {entry for entry in by_owner.get(enclosing.name, ()) if scope.owner_of(_head(entry[2])) is enclosing}
             enclosing = enclosing.parent
         visible = sorted(visible)
-        state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": []}
+        state: Dict[str, List[str]] = {"scheduler": [], "scaler": [], "counter": [], "position": []}
         for _, kind, key in visible:
             state[kind].append(key)
         return state
@@ -1142,6 +1157,8 @@ def _step_state_by_owner(model: "ModuleModel") -> Dict[str, list]:
             ranked.setdefault(("scaler", key), len(ranked))
         for key in sorted(k for k in model.counters.resume_keys() if k):
             ranked.setdefault(("counter", key), len(ranked))
+        for key, inner in sorted(inner_schedules(model).items()):  # (the position of a schedule an optimizer keeps inside)
+            ranked.setdefault(("position", f"{key}.{inner.counter}"), len(ranked))
         found: Dict[str, list] = {}
         for (kind, key), rank in ranked.items():
             found.setdefault(key.split(":", 1)[0], []).append((rank, kind, key))

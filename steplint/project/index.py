@@ -276,8 +276,25 @@ class ProjectIndex:
             path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed,
             parameter_values=self.parameter_values(path),
             **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
-            scheduler_methods=self._scheduler_methods,
+            scheduler_methods=self._scheduler_methods, inner_schedules=self._inner_schedules_called(path),
         )
+
+    def _inner_schedules_called(self, path: str) -> Dict[str, list]:
+        """The classes of other modules that module `path` calls (builds), as written, that keep a schedule inside
+        and leave its position out of their state_dict() -> [class, counter, where]."""
+        module = self.modules[path]
+        written = {call.callee for function in module.functions.values() for call in function.calls}
+        written |= {callee for function in module.functions.values() for callee in function.local_classes.values()}
+        written |= {callee for attributes in module.attribute_classes.values() for callee in attributes.values()}
+        found = {}
+        for callee in sorted(written):
+            where = self._definition(path, callee)
+            if where is None or where[0] == path:
+                continue
+            inner = self.modules[where[0]].inner_schedules.get(where[1])
+            if inner is not None:
+                found[callee] = [where[1], inner[0], f"{where[0]}:{inner[1]}"]
+        return found
 
     @cached_property
     def _scheduler_methods(self) -> List[str]:

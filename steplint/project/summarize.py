@@ -23,6 +23,7 @@ from steplint.model import (
 )
 from steplint.model.events import CALL, copies_live_state
 from steplint.model.guards import COMMIT_GATE, RANK
+from steplint.model.inner_schedules import own_inner_schedules
 from steplint.model.options import returned_options
 from steplint.model.roles import SCALER, SCALER_OFF, SCHEDULER, STATEFUL_MODULES, own_imports
 from steplint.model.structure import Scope, Site
@@ -76,6 +77,7 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
     summary = s.ModuleSummary(
         relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules), switched_on=sorted(model.guards.switched_on_calls),
         resumes=model.state.resumes_here, lr_methods=sorted(model.roles.own_scheduler_methods), search_folders=_search_folders(model),
+        inner_schedules={name: list(found) for name, found in sorted(own_inner_schedules(model).items())},
     )
     for scope in model.structure.scopes:  # (names a function imports for itself: the index resolves its calls with them)
         for name, qualified in scope.imports.items() if scope.name != "<module>" else ():
