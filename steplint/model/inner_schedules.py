@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT
+from steplint.model.events import COUNTER_INCREMENT, SCHEDULER_STEP
 from steplint.model.roles import OPTIMIZER
 from steplint.model.syntax import dotted, walk_expressions
 
@@ -37,19 +37,27 @@ def own_inner_schedules(model: "ModuleModel") -> Dict[str, Tuple[str, int]]:
 
     def compute() -> Dict[str, Tuple[str, int]]:
         classes = {s.name.value: s for s in model.module.body if isinstance(s, cst.ClassDef)}
+        lr_setters = {id(e.site.scope) for e in model.of_kind(SCHEDULER_STEP) if e.explicit_position and isinstance(e.node, cst.Assign)}
         found: Dict[str, Tuple[str, int]] = {}
         for increment in model.of_kind(COUNTER_INCREMENT):
             scope, subject = increment.site.scope, increment.subject
             node = classes.get(scope.class_name or "")
-            if node is None or scope.name != f"{scope.class_name}.step" or scope.parent is not None:
+            # (in `step()` itself, or a method of the class it calls: `def _update_lr(self): self.step_num += 1`)
+            if node is None or scope.parent is not None or not _has_method(node, "step"):
                 continue
             if not (isinstance(subject, cst.Attribute) and isinstance(subject.value, cst.Name) and subject.value.value == scope.self_name):
                 continue
-            if "lr" in model.counters.feeds(increment) and not _state_dict_keeps(node, subject.attr.value):
+            # (the method sets the LR from it, or from a method that reads it: `self.cur_lr = self.lr * self._scale()`)
+            sets_the_lr = id(scope) in lr_setters or "lr" in model.counters.feeds(increment)
+            if sets_the_lr and not _state_dict_keeps(node, subject.attr.value):
                 found[scope.class_name] = (subject.attr.value, model.text.rows(node)[0])
         return found
 
     return model.remember(("own_inner_schedules",), compute)
+
+
+def _has_method(node: cst.ClassDef, name: str) -> bool:
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in node.body.body)
 
 
 def _state_dict_keeps(node: cst.ClassDef, counter: str) -> bool:
@@ -75,12 +83,15 @@ def inner_schedules(model: "ModuleModel") -> Dict[str, InnerSchedule]:
         own = own_inner_schedules(model)
         project = model.roles.project
         imported = project.inner_schedules if project is not None else {}
+        handed = project.parameter_inner_schedules if project is not None else {}
         found: Dict[str, InnerSchedule] = {}
         for node, site in model.structure.statements:
-            if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)):
+            if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
                 continue
-            callee = dotted(node.value.func)
-            inner = _schedule_of(callee, own, imported, site.scope)
+            if isinstance(node.value, cst.Call):
+                inner = _schedule_of(dotted(node.value.func), own, imported, site.scope)
+            else:  # (`self.optimizer = optimizer`, handed in by every caller: `Solver(data, model, NoamOpt(...))`)
+                inner = _handed(node.value, handed, site.scope)
             target = node.targets[0].target
             if inner is not None and model.roles.is_(target, site.scope, OPTIMIZER):
                 key = model.roles.key(target, site.scope)
@@ -89,6 +100,14 @@ def inner_schedules(model: "ModuleModel") -> Dict[str, InnerSchedule]:
         return found
 
     return model.remember(("inner_schedules",), compute)
+
+
+def _handed(value: cst.BaseExpression, handed: Dict[str, Dict[str, list]], scope) -> Optional[InnerSchedule]:
+    """The inner schedule of the object every caller hands the parameter `value` of the function."""
+    if not isinstance(value, cst.Name) or scope.parent is not None or scope.owner_of(value.value) is not scope:
+        return None
+    found = handed.get(scope.name, {}).get(value.value)
+    return InnerSchedule(*found) if found else None
 
 
 def _schedule_of(callee: Optional[str], own: Dict[str, Tuple[str, int]], imported: Dict[str, list], scope) -> Optional[InnerSchedule]:

@@ -58,6 +58,7 @@ class ModuleContext:
     scheduler_methods: List[str] = field(default_factory=list)  # methods that set an optimizer's LR in some class of the project (ModuleSummary.lr_methods)
     parameter_values: Dict[str, Dict[str, int]] = field(default_factory=dict)  # function -> parameter -> the integer every call of the project leaves it at
     inner_schedules: Dict[str, list] = field(default_factory=dict)  # a class called as written (`optim.NoamOpt`) -> [class, counter, where]: steplint.model.inner_schedules
+    parameter_inner_schedules: Dict[str, Dict[str, list]] = field(default_factory=dict)  # function -> parameter -> [class, counter, where] of what every caller hands it
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

@@ -27,6 +27,7 @@ class ProjectIndex:
         self._resolved: Dict[Tuple[str, str, str], Optional[Target]] = {}
         self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
         self._passed: Dict[Tuple[str, str], Dict[str, Optional[int]]] = {}  # function -> parameter -> the integer every call leaves it at
+        self._handed_schedules: Dict[Tuple[str, str], Dict[str, Optional[list]]] = {}  # function -> parameter -> the inner schedule of what every call hands it
         self._caller_updates: Dict[Tuple[str, str], Set[str]] = {}
         self._called: Set[Tuple[str, str]] = set()
         self._called_elsewhere: Set[Tuple[str, str]] = set()  # called by a function of another module
@@ -229,6 +230,10 @@ class ProjectIndex:
             passed = self._passed.setdefault((target_path, target.name), {})
             for param, value in _values_bound(call, target):
                 passed[param] = value if passed.get(param, value) == value else None
+            handed = self._handed_schedules.setdefault((target_path, target.name), {})
+            for param, built in _classes_bound(call, target):
+                inner = self._inner_schedule_of(path, built) if built else None
+                handed[param] = inner if handed.get(param, inner) == inner else None
             self._called.add((target_path, target.name))
             if target_path != path:
                 self._called_elsewhere.add((target_path, target.name))
@@ -277,6 +282,7 @@ class ProjectIndex:
             parameter_values=self.parameter_values(path),
             **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
             scheduler_methods=self._scheduler_methods, inner_schedules=self._inner_schedules_called(path),
+            parameter_inner_schedules=self.parameter_inner_schedules(path),
         )
 
     def _inner_schedules_called(self, path: str) -> Dict[str, list]:
@@ -286,15 +292,21 @@ class ProjectIndex:
         written = {call.callee for function in module.functions.values() for call in function.calls}
         written |= {callee for function in module.functions.values() for callee in function.local_classes.values()}
         written |= {callee for attributes in module.attribute_classes.values() for callee in attributes.values()}
-        found = {}
-        for callee in sorted(written):
-            where = self._definition(path, callee)
-            if where is None or where[0] == path:
-                continue
-            inner = self.modules[where[0]].inner_schedules.get(where[1])
-            if inner is not None:
-                found[callee] = [where[1], inner[0], f"{where[0]}:{inner[1]}"]
-        return found
+        return {callee: inner for callee in sorted(written) if (inner := self._inner_schedule_of(path, callee, elsewhere=True)) is not None}
+
+    def _inner_schedule_of(self, path: str, callee: str, elsewhere: bool = False) -> Optional[list]:
+        """[class, counter, where] when `callee`, read in module `path`, is a class of the project that keeps a schedule
+        inside and leaves its position out of its state_dict() (`elsewhere`: of another module only)."""
+        where = self._definition(path, callee)
+        if where is None or elsewhere and where[0] == path:
+            return None
+        inner = self.modules[where[0]].inner_schedules.get(where[1])
+        return [where[1], inner[0], f"{where[0]}:{inner[1]}"] if inner is not None else None
+
+    def parameter_inner_schedules(self, path: str) -> Dict[str, Dict[str, list]]:
+        """Function -> parameter -> the inner schedule of the object every call of the project hands it."""
+        functions = self.modules[path].functions
+        return {name: found for name in functions if (found := {p: v for p, v in self._handed_schedules.get((path, name), {}).items() if v})}
 
     @cached_property
     def _scheduler_methods(self) -> List[str]:
@@ -454,6 +466,17 @@ def _bindings(call: s.CallRecord, target: s.FunctionSummary):
     for name, argument in call.kwargs.items():
         if name in target.params:
             yield name, argument, call.kwarg_roles.get(name)
+
+
+def _classes_bound(call: s.CallRecord, target: s.FunctionSummary):
+    """(parameter, the callee that built the local the call hands it, or "") for each parameter the call binds."""
+    if call.starred:
+        return
+    for index, param in enumerate(target.params[: len(call.args)]):
+        yield param, call.classes.get(str(index), "")
+    for name in call.kwargs:
+        if name in target.params:
+            yield name, call.classes.get(name, "")
 
 
 def _values_bound(call: s.CallRecord, target: s.FunctionSummary):

@@ -244,8 +244,12 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
             record.starred = True
             break
         value = literal(arg.value)
+        position = arg.keyword.value if arg.keyword is not None else str(len(record.args))
         if type(value) is int:
-            record.literals[arg.keyword.value if arg.keyword is not None else str(len(record.args))] = value
+            record.literals[position] = value
+        built = _local_class_of(model, arg.value.value, scope) if isinstance(arg.value, cst.Name) else None
+        if built:  # (`Solver(data, model, optimizer, args)` with `optimizer = NoamOpt(...)`: what the callee is handed)
+            record.classes[position] = built
         role = model.roles.value_role(arg.value, scope)
         kind = (SCALER_OFF if role.kind == SCALER and role.enabled is False else role.kind) if role else None
         if arg.keyword is None:

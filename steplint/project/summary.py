@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 16  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 17  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -36,6 +36,7 @@ class CallRecord:
     kwargs: Dict[str, str] = field(default_factory=dict)  # keyword -> place
     kwarg_roles: Dict[str, Optional[str]] = field(default_factory=dict)
     literals: Dict[str, int] = field(default_factory=dict)  # position ("0", "1", ...) or keyword -> the integer passed as written
+    classes: Dict[str, str] = field(default_factory=dict)  # position ("0", ...) or keyword -> the callee of the project that built the local passed
     starred: bool = False  # it passes `*args` or `**kwargs`: what reaches which parameter is not visible
     looped: bool = False
     rank_guarded: bool = False
