@@ -157,6 +157,7 @@ class RoleTable:
         self.command_line = read_command_line(structure, project, text)
         self.callers_read = self.command_line.callers_read  # functions whose callers a fact read (see ModuleModel.callers_read): one set with the command line's
         self._module_names: Optional[set] = None  # names the module binds at its top level (read on first need)
+        self._disabled_builds: Dict[str, Optional[str]] = {}  # key -> what keeps each construction of it off (`_built_disabled`)
         self._infer()
 
     def _bound_at_module_level(self, key: str) -> bool:
@@ -232,6 +233,9 @@ class RoleTable:
             return False
         if role.evidence <= USE and key.startswith("<module>:") and not self._bound_at_module_level(key):
             return False  # (a name no scope binds, a local of another function read here: no object of ours)
+        if role.kind in SCALE_HOLDERS and role.evidence < CONSTRUCTOR and role.enabled is not False:
+            off = self._built_disabled(key)  # (a scaler known by its use, built by a class of the project handed `enabled=` off)
+            role = replace(role, enabled=False, off_as_run=off) if off else role
         old = self.roles.get(key)
         if old is not None and old.kind == role.kind and old.evidence >= role.evidence:
             role = replace(  # weaker evidence of the same role adds what it knows, never takes away
@@ -668,6 +672,25 @@ class RoleTable:
             elif self.is_(args[1], scope, OPTIMIZER) and _SCALER_NAME.search(last_name(func) or "") and self.of(func, scope) is None:
                 changed |= self._set(self.key(func, scope), Role(LOSS_SCALER, NAME))
         return changed
+
+    def _built_disabled(self, key: str) -> Optional[str]:
+        """What keeps a loss scaler of the project's own off as run: each construction of it is handed `enabled=`
+        false as run (`NativeScalerWithGradNormCount(enabled=True if args.dtype == "fp16" else False)`, no launch
+        giving fp16), as a GradScaler would be. None when some construction may enable it, or hides how."""
+        if key in self._disabled_builds:
+            return self._disabled_builds[key]
+        found = None
+        for value, scope in self._assigned_values.get(key, ()):
+            if isinstance(value, cst.IfExp) and (_is_none(value.body) or _is_none(value.orelse)):
+                value = value.orelse if _is_none(value.body) else value.body  # (`Scaler(...) if args.gan else None`: when there is one)
+            enabled = keyword(value, "enabled") if isinstance(value, cst.Call) else None
+            off = self.command_line.off_as_run(enabled, scope) if enabled is not None else None
+            if not off:
+                found = None
+                break
+            found = found or off
+        self._disabled_builds[key] = found
+        return found
 
     def _call_flow(self, call: cst.Call, scope: Scope) -> bool:
         """Roles of arguments flow into the parameters of a function or method of this module."""
