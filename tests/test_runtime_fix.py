@@ -105,6 +105,7 @@ SKIPPED = {0, 1, 2, 6}  # overflow while the scaler calibrates, and once more la
 CASES = [
     pytest.param("amp_loop.py", 1, id="per-batch"),
     pytest.param("accumulation_loop.py", 4, id="accumulation"),
+    pytest.param("count_window_loop.py", 4, id="count-window"),
     pytest.param("helper_loop.py", 1, id="step-helper"),
 ]
 

@@ -263,6 +263,7 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
     model.guards.classify(overflow.flags)
     model.guards.add_overflow_guards(overflow)
     model.windows.add_accelerate_windows(accelerate_windows(model))
+    model.windows.add_count_windows()
     model.in_group_loop = resite_group_events(model)
     if keep_walk:
         _WALKED[id(module)] = (module, imports, structure, current_children())

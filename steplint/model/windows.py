@@ -433,6 +433,42 @@ def _literals_assigned(node: cst.CSTNode, name: str) -> Iterator[object]:
         yield ... if isinstance(node, cst.AugAssign) or node.value is None else literal(node.value)
 
 
+def count_window_tests(model: "ModuleModel") -> List[Guard]:
+    """The guards `if count == length:` (or `>=`) of an update, where the update's loop advances `count` by one at
+    every batch before the test, and the guarded block sets it back to 0."""
+    increments: Dict[Tuple[int, str], List[Event]] = {}
+    for increment in model.of_kind(COUNTER_INCREMENT):
+        key = model.roles.key(increment.subject, increment.site.scope)
+        if key:
+            increments.setdefault((id(increment.site.scope), key), []).append(increment)
+    found: List[Guard] = []
+    for update in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
+        site, scope = update.site, update.site.scope
+        for guard in reversed(site.guards):
+            test = guard.test
+            if guard.negated or guard in found or not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+                continue
+            if not isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual)) or not isinstance(test.left, (cst.Name, cst.Attribute)):
+                continue
+            key = model.roles.key(test.left, scope)
+            header = model.structure.site_of.get(id(test))  # (where the `if` reads its test)
+            if not key or header is None or header.loop is None:
+                continue
+            length = test.comparisons[0].comparator
+            advanced = any(i.site.loop is header.loop and i.order < header.order and not i.site.guards[len(header.guards):]
+                           for i in increments.get((id(scope), key), ()))
+            reset = any(_resets(node, model, key, scope) and guard in s.guards for node, s in model.statements_of(scope))
+            if advanced and reset and literal(length) != 1 and not one_as_written(model, length, scope):
+                found.append(guard)
+            break  # (the innermost comparison around the update is its window's test, or none is)
+    return found
+
+
+def _resets(node: cst.CSTNode, model: "ModuleModel", key: str, scope: Scope) -> bool:
+    """`count = 0`."""
+    return isinstance(node, cst.Assign) and len(node.targets) == 1 and literal(node.value) == 0 and model.roles.key(node.targets[0].target, scope) == key
+
+
 class Windows:
     """Which statements run once per window (once per attempted update) and which every micro-batch."""
 
@@ -500,6 +536,13 @@ class Windows:
             if self.boundary(update.site) is not None and not self.same_window(update.site, event.site) and self.model.passes.may_follow(event, update):
                 return update
         return None
+
+    def add_count_windows(self) -> None:
+        """`accum_count += 1` every batch, then `if accum_count == accum: optimizer.step(); ...; accum_count = 0`: a
+        count that reaches the window's length and starts over. Its test is a window boundary, as `i % accum == 0` is
+        (unless the length is 1 as written: then every batch is a window)."""
+        for guard in count_window_tests(self.model):
+            self.model.guards.mark(id(guard.test), self.model.guards.kinds(guard) | {WINDOW_BOUNDARY})
 
     def add_accelerate_windows(self, found: AccelerateWindows) -> None:
         """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
