@@ -142,14 +142,15 @@ class CommandLine:
         # A launch that passes variables on (`$@`) may give any option, or set any global through a configurator; not
         # change the value the config files all give a key no launch line mentions (`cfg.training.grad_accumulation`)
         any_option = self.given is not None and ANY_OPTION in self.given
+        # (but a key the configs leave unset or false, `resume:`, may be given by such a launch: only the values they give hold)
         if isinstance(expr, cst.Attribute):
             found = self._option_default(expr, scope) if not any_option else unknown
-            return found if found[1] is not None else self._config_default(expr)
+            return found if found[1] is not None else self._config_default(expr, switched=not any_option)
         if isinstance(expr, cst.Subscript):
             key = literal(expr.slice[0].slice.value) if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
             if isinstance(expr.value, cst.Name) and expr.value.value in self.parsed_dicts and isinstance(key, str):
                 return self._option_value(key, f"--{key}", scope) if not any_option else unknown
-            return self._config_default(expr)
+            return self._config_default(expr, switched=not any_option)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3 and scope.owner_of(expr.value) is None:
             return self._global_as_run(expr.value) if not any_option else unknown
         if isinstance(expr, cst.Name) and scope is not None and depth < 3:
@@ -464,10 +465,11 @@ class CommandLine:
             return ..., None
         return literal(values[0]), f"constant:{name}"
 
-    def _config_default(self, expr: cst.BaseExpression) -> tuple:
+    def _config_default(self, expr: cst.BaseExpression, switched: bool = True) -> tuple:
         """`hps.train.fp16_run`, `config["amp"]`: false when the config files of the project set that key
-        (the path below the config object), each time, to false, and nothing sets it true."""
-        found = self._switched_off_key(_key_path(expr))
+        (the path below the config object), each time, to false, and nothing sets it true (`switched`); else
+        the one value they all give it (a number, a precision)."""
+        found = self._switched_off_key(_key_path(expr)) if switched else None
         if found is not None:
             return found
         values, label = self._config_choices(expr)
