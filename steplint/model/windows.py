@@ -475,6 +475,7 @@ class Windows:
     def __init__(self, model: "ModuleModel"):
         self.model = model
         self._shared_windows: Set[int] = set()  # ids of window tests that are one window (accelerate's)
+        self._counts: Dict[int, str] = {}  # id of a count window's test -> the key of its count (add_count_windows)
 
     def boundary(self, site: Site) -> Optional[Guard]:
         """The innermost window-boundary guard of a statement."""
@@ -496,8 +497,15 @@ class Windows:
             and any(self.model.guards.condition(c) == (text, flipped) for c in conjuncts(g.test)) and self.model.guards.unchanged(boundary, g, update.scope)
             # (`if step % print_every == 0 and print_valid:` with `print_valid = True` only in the window's block: a latch)
             or not g.negated and any(isinstance(c, cst.Name) and self._latched_by(boundary, c.value, update.scope) for c in conjuncts(g.test))
+            # (`if micro == 0 and step % 1000 == 0:` after a count window's block: its count is back at 0 only there)
+            or not g.negated and id(boundary.test) in self._counts and any(self._at_reset(c, self._counts[id(boundary.test)], update.scope) for c in conjuncts(g.test))
             for g in other.guards
         )
+
+    def _at_reset(self, test: cst.BaseExpression, count: str, scope: Scope) -> bool:
+        """`micro == 0` for the count of a count window: true once per window, right after its block set it back."""
+        return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)
+                and literal(test.comparisons[0].comparator) == 0 and bool(count) and self.model.roles.key(test.left, scope) == count)
 
     def _latched_by(self, boundary: Guard, name: str, scope: Scope) -> bool:
         """`name` is a latch of the window: the function sets it to a true literal only under the window's
@@ -543,6 +551,7 @@ class Windows:
         (unless the length is 1 as written: then every batch is a window)."""
         for guard in count_window_tests(self.model):
             self.model.guards.mark(id(guard.test), self.model.guards.kinds(guard) | {WINDOW_BOUNDARY})
+            self._counts[id(guard.test)] = self.model.roles.key(guard.test.left, self.model.structure.site_of[id(guard.test)].scope) or ""
 
     def add_accelerate_windows(self, found: AccelerateWindows) -> None:
         """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one
