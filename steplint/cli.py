@@ -189,17 +189,39 @@ def check_notebook(path: str, text: str, settings: Settings, mode: Mode) -> Tupl
     return report, written
 
 
-def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts: Dict[str, str], pool: Optional[Pool] = None, analysed=None):
+def _project_index(files, excluded, resolver: Resolver, mode: Mode, texts: Dict[str, str], pool: Optional[Pool] = None, analysed=None, store=None):
     """The run's project index, when some file can need it (none passes the prefilter: no index).
-    `texts`: of the files that read; `analysed`: those that pass the prefilter, if known. Its
-    summaries share the run's cache folder, `--no-cache` and `--jobs`."""
+    `texts`: of the files that read; `analysed`: those that pass the prefilter, if known; `store`:
+    the text facts the run read them with. Its summaries share the run's cache folder, `--no-cache` and `--jobs`."""
     analysed = [p for p in files if p in texts and needs_analysis(texts[p])] if analysed is None else analysed
     if not analysed:
         return None
     from steplint.project.build import index_for_run  # (LibCST only where summaries are computed)
 
     return index_for_run(files, excluded, texts, cache=mode.use_cache, cache_dir=cache.cache_dir(resolver.settings_for(files[0])), analysed=analysed,
-                         pool=pool)
+                         pool=pool, text_store=store)
+
+
+def _text_facts_store(files: Sequence[str], resolver: Resolver, mode: Mode):
+    """The cache of what the run reads off each text by pattern (the prefilter among it), for a run over
+    enough files to gain by it (a few files are read faster than the cache is); None otherwise."""
+    if not mode.use_cache or len(files) < _TEXT_FACTS_FROM:
+        return None
+    from steplint.project.build import text_facts_store
+
+    return text_facts_store(cache.cache_dir(resolver.settings_for(files[0])))
+
+
+def _passing_the_prefilter(texts: Dict[str, str], store) -> Set[str]:
+    """The files whose text passes the lint's prefilter, through the text facts `store` when there is one."""
+    if store is None:
+        return {p for p, text in texts.items() if needs_analysis(text)}
+    from steplint.project.build import text_facts
+
+    return {p for p, found in text_facts(texts, store).items() if found.analysed}
+
+
+_TEXT_FACTS_FROM = 64  # files in a run from which the prefilter's answers are read from the cache
 
 
 def _first_large_run(files: Sequence[str], resolver: Resolver, mode: Mode) -> bool:
@@ -430,14 +452,17 @@ def check(paths, fix, unsafe_fixes, diff, show_fixes, show_evidence, add_noqa, n
         if _first_large_run(files, resolver, mode):
             pool.start(import_analysis)
         texts = _readable_texts(files)
-        analysed = {p for p, text in texts.items() if needs_analysis(text)}
+        store = _text_facts_store(files, resolver, mode)
+        analysed = _passing_the_prefilter(texts, store)
         project = None
         if analysed:  # (else no index: nothing to import for it)
             from steplint.project.build import MAX_FILE_BYTES
 
             # (Texts that may be over the index's byte limit are left for it to read, and skip, itself.)
             small = {p: text for p, text in texts.items() if len(text) * 4 <= MAX_FILE_BYTES}
-            project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed])
+            project = _project_index(files, excluded, resolver, mode, small, pool, [p for p in files if p in analysed], store)
+        elif store is not None:
+            store.flush()
         work = [(path, resolver.settings_for(path), project.context_for(path) if project else None) for path in files]
     except ConfigError as error:
         pool.close()

@@ -168,3 +168,18 @@ def test_fixing_one_copy_of_a_tree_leaves_the_report_of_the_other(tmp_path, jobs
     assert (after.returncode, after.stdout) == (1, before.stdout)
     again = steplint(tmp_path, "check", "exp_b", *jobs, "--output-format", "json")
     assert (again.returncode, again.stdout) == (1, before.stdout)
+
+
+def test_a_run_over_many_files_reads_the_prefilter_from_the_cache_and_sees_edits(tmp_path):
+    # (past _TEXT_FACTS_FROM files, what the run reads off each text by pattern comes from the cache)
+    for index in range(70):
+        (tmp_path / f"module_{index}.py").write_text(f"def value_{index}():\n    return {index}\n")
+    (tmp_path / "train.py").write_text("def train(optimizer):\n    optimizer.step()\n")
+    assert steplint(tmp_path, "check", ".").returncode == 0
+    facts = json.loads((tmp_path / ".steplint_cache" / "project" / "texts.json").read_text())
+    assert len(facts) == 71 and sum(entry["analysed"] for entry in facts.values()) == 1
+    (tmp_path / "train.py").write_text(FIXTURE.read_text())  # an edit: a new text, read afresh
+    first = steplint(tmp_path, "check", ".", "--output-format", "json")
+    second = steplint(tmp_path, "check", ".", "--output-format", "json")
+    assert first.returncode == second.returncode == 1
+    assert first.stdout == second.stdout and {d["code"] for d in json.loads(first.stdout)} == {"SL101"}

@@ -14,6 +14,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 from steplint import __version__
 from steplint.cache import code_signature
 from steplint.config import CONFIG_NAMES, ConfigError
+from steplint.engine import needs_analysis
 from steplint.files import SKIPPED_DIRS, FileError, read_text
 from steplint.pool import PARALLEL_FROM_TASKS, Pool
 from steplint.project.context import ModuleContext
@@ -95,7 +96,7 @@ def python_files_under(root: str, whole: bool = True, limit: int = MAX_PROJECT_F
 
 def index_for_run(
     files: List[str], excluded: Callable[[str], bool], texts: Optional[Dict[str, str]] = None, cache: bool = True, cache_dir: Optional[str] = None,
-    analysed: Iterable[str] = (), pool: Optional[Pool] = None,
+    analysed: Iterable[str] = (), pool: Optional[Pool] = None, text_store: Optional["SummaryStore"] = None,
 ) -> Optional[BuiltIndex]:
     """The index of a run: its files, and when it checks one file (or stdin), the other Python
     files of that file's project too (at most MAX_PROJECT_FILES of them). Summaries are cached in
@@ -116,7 +117,7 @@ def index_for_run(
         if any(relative_path(p, root) is None for p in files):
             root = common
         paths = files
-    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed, pool=pool)
+    built = build_index(paths, root, texts, cache=cache, cache_dir=cache_dir, analysed=analysed, pool=pool, text_store=text_store)
     built.notes = notes
     return built
 
@@ -130,12 +131,14 @@ def _excluded(excluded: Callable[[str], bool], path: str) -> bool:
 
 def build_index(
     paths: Iterable[str], root: str, texts: Optional[Dict[str, str]] = None, settings=None, cache: bool = True, cache_dir: Optional[str] = None,
-    analysed: Iterable[str] = (), pool: Optional[Pool] = None,
+    analysed: Iterable[str] = (), pool: Optional[Pool] = None, text_store: Optional["SummaryStore"] = None,
 ) -> BuiltIndex:
     """The index of the files `paths` (under `root`); `texts` gives the text of files not to read
-    from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint."""
+    from disk (a buffer piped in); `analysed`: the paths whose parse is kept for their lint;
+    `text_store`: the store of text facts the run read already (text_facts_store)."""
     directory = cache_dir or os.path.join(root, CACHE_DIR_NAME)
-    store, text_store = (SummaryStore(directory), SummaryStore(directory, "texts.json", TextFacts.from_dict)) if cache else (None, None)
+    store = SummaryStore(directory) if cache else None
+    text_store = (text_store or text_facts_store(directory)) if cache else None
     analysed = list(analysed)
     every = read_modules(paths, root, texts)
     facts = text_facts(every, text_store)
@@ -156,6 +159,7 @@ class TextFacts:
     """What the project reads off a module's text by pattern, without parsing it: read once per text,
     and kept in the cache beside the summaries (a warm run reads none of these patterns again)."""
 
+    analysed: bool  # it passes the lint's prefilter (steplint.engine.needs_analysis)
     summarized: bool  # its code can hold a step effect (`summarized`, the package rule aside)
     script: bool  # it has a `__main__` block: a run may start in it
     imported: List[str]  # the qualified names it may import (steplint.project.reach)
@@ -163,18 +167,23 @@ class TextFacts:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TextFacts":
-        return cls(data["summarized"], data["script"], data["imported"], CodeNotes.from_dict(data["notes"]))
+        return cls(data["analysed"], data["summarized"], data["script"], data["imported"], CodeNotes.from_dict(data["notes"]))
+
+
+def text_facts_store(directory: str) -> "SummaryStore":
+    """The store of text facts in a cache folder."""
+    return SummaryStore(directory, "texts.json", TextFacts.from_dict)
 
 
 def text_facts(texts: Dict[str, str], store: Optional["SummaryStore"] = None) -> Dict[str, TextFacts]:
-    """The facts of each text (by relative path), from `store` where it holds them, else read (and stored)."""
+    """The facts of each text (by path), from `store` where it holds them, else read (and stored)."""
     found = {}
     for relative, text in texts.items():
         key = hashlib.sha256(f"{__version__}\0{code_signature()}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
         if store is not None and key in store:
             found[relative] = store[key]
             continue
-        found[relative] = TextFacts(_summary_words_in_code(text), _MAIN_BLOCK.search(text) is not None, imported_names(text), code_notes(text))
+        found[relative] = TextFacts(needs_analysis(text), _summary_words_in_code(text), _MAIN_BLOCK.search(text) is not None, imported_names(text), code_notes(text))
         if store is not None:
             store[key] = found[relative]
     return found
