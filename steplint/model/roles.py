@@ -123,7 +123,7 @@ def _without_loss_scaling(role: Optional[Role], option: Optional[str]) -> Option
     no run builds (`if args.lr_scheduler: scheduler = MultiStepLR(...)`)."""
     if option is None or role is None:
         return role
-    if role.kind == SCALER:
+    if role.kind in SCALE_HOLDERS:
         return replace(role, enabled=False, enabled_by=None, off_as_run=option)
     if role.kind == OPTIMIZER and role.skips:
         return replace(role, skips=None, off_as_run=option)
@@ -234,8 +234,7 @@ class RoleTable:
         if role.evidence <= USE and key.startswith("<module>:") and not self._bound_at_module_level(key):
             return False  # (a name no scope binds, a local of another function read here: no object of ours)
         if role.kind in SCALE_HOLDERS and role.evidence < CONSTRUCTOR and role.enabled is not False:
-            off = self._built_disabled(key)  # (a scaler known by its use, built by a class of the project handed `enabled=` off)
-            role = replace(role, enabled=False, off_as_run=off) if off else role
+            role = _without_loss_scaling(role, self._built_disabled(key))  # (a scaler known by its use, built by a class of the project handed `enabled=` off)
         old = self.roles.get(key)
         if old is not None and old.kind == role.kind and old.evidence >= role.evidence:
             role = replace(  # weaker evidence of the same role adds what it knows, never takes away
@@ -333,10 +332,10 @@ class RoleTable:
             return None
         tail = qualified.rsplit(".", 1)[-1]
         if qualified in SCALER_CLASSES:
-            enabled = keyword(call, "enabled")
-            off = self.command_line.off_as_run(enabled, scope) or self.command_line.unproven(enabled, scope)
+            off = self._built_off(call, scope)
             if off:  # `GradScaler(enabled=args.amp)`, no run giving --amp; `enabled=cfg.use_amp`, nothing setting it true
                 return Role(SCALER, CONSTRUCTOR, enabled=False, off_as_run=off)
+            enabled = keyword(call, "enabled")
             return Role(SCALER, CONSTRUCTOR, enabled=literal(enabled), enabled_by=dotted(enabled) if enabled is not None else None)
         if qualified in LOSS_SCALER_CLASSES:
             return Role(LOSS_SCALER, CONSTRUCTOR)
@@ -677,20 +676,17 @@ class RoleTable:
         """What keeps a loss scaler of the project's own off as run: each construction of it is handed `enabled=`
         false as run (`NativeScalerWithGradNormCount(enabled=True if args.dtype == "fp16" else False)`, no launch
         giving fp16), as a GradScaler would be. None when some construction may enable it, or hides how."""
-        if key in self._disabled_builds:
-            return self._disabled_builds[key]
-        found = None
-        for value, scope in self._assigned_values.get(key, ()):
-            if isinstance(value, cst.IfExp) and (_is_none(value.body) or _is_none(value.orelse)):
-                value = value.orelse if _is_none(value.body) else value.body  # (`Scaler(...) if args.gan else None`: when there is one)
-            enabled = keyword(value, "enabled") if isinstance(value, cst.Call) else None
-            off = self.command_line.off_as_run(enabled, scope) if enabled is not None else None
-            if not off:
-                found = None
-                break
-            found = found or off
-        self._disabled_builds[key] = found
-        return found
+        if key not in self._disabled_builds:
+            offs = [self._built_off(built, scope) if isinstance(built := _when_present(value), cst.Call) else None
+                    for value, scope in self._assigned_values.get(key, ())]
+            self._disabled_builds[key] = offs[0] if offs and all(offs) else None
+        return self._disabled_builds[key]
+
+    def _built_off(self, call: cst.Call, scope: Scope) -> Optional[str]:
+        """What keeps a scaler built by `call` off as run: its `enabled=` false in every run the project shows, or a
+        switch of loss scaling nothing turns on (`enabled=cfg.use_amp`); None when it may scale."""
+        enabled = keyword(call, "enabled")
+        return self.command_line.off_as_run(enabled, scope) or self.command_line.unproven(enabled, scope)
 
     def _call_flow(self, call: cst.Call, scope: Scope) -> bool:
         """Roles of arguments flow into the parameters of a function or method of this module."""
@@ -749,6 +745,13 @@ def _literal_index(expr: cst.Subscript) -> Optional[str]:
 
 def _is_none(expr: Optional[cst.BaseExpression]) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _when_present(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`Scaler(...) if args.gan else None`: the object, when there is one (any other value as it is)."""
+    if isinstance(value, cst.IfExp) and (_is_none(value.body) or _is_none(value.orelse)):
+        return value.orelse if _is_none(value.body) else value.body
+    return value
 
 
 def _property_aliases(structure: Structure) -> Dict[Tuple[str, str], str]:
