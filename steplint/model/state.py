@@ -100,12 +100,15 @@ class State:
                         passed = self._passed_for(scope, sub.value)
                         found.holds.setdefault("counter", []).extend(sorted(passed & counters))
                         found.holds.setdefault(SCALER, []).extend(sorted(passed & set(self.held_scalers)))
-        # an object stored whole, or by its own `state_dict()`, stores the counters it holds (`self.stats.steps`)
+        # an object stored whole, or by its own `state_dict()`, stores the counters it holds (`self.stats.steps`);
+        # an optimizer stored whole (pickled) keeps the position of a schedule it keeps inside, too
         for value in found.entries.values():
             owner = value.func.value if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict" and not value.args else value
             key = self.model.roles.key(owner, scope) if isinstance(owner, (cst.Name, cst.Attribute)) else None
             if key:
                 found.holds.setdefault("counter", []).extend(sorted(c for c in counters if c.startswith(key + ".")))
+            if key and owner is value:
+                found.holds.setdefault("position", []).extend(sorted(p for p in self.inner_positions if self.optimizer_of_position(p) == key))
         # a counter in the checkpoint's file name is stored there (`ckpt-{step}`): a resume reads it back from the name
         found.holds.setdefault("counter", []).extend(sorted(self.named_after(save) & counters))
         found.holds["counter"].extend(sorted(self.written_beside(save) & counters))
