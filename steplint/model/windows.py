@@ -433,20 +433,26 @@ def _literals_assigned(node: cst.CSTNode, name: str) -> Iterator[object]:
         yield ... if isinstance(node, cst.AugAssign) or node.value is None else literal(node.value)
 
 
-def count_window_tests(model: "ModuleModel") -> List[Guard]:
-    """The guards `if count == length:` (or `>=`) of an update, where the update's loop advances `count` by one at
-    every batch before the test, and the guarded block sets it back to 0."""
+def count_window_tests(model: "ModuleModel") -> List[Tuple[Guard, str]]:
+    """(guard, the key of its count) of each `if count == length:` (or `>=`) of an update, where the update's loop
+    advances `count` by one at every batch before the test, and the guarded block sets it back to 0."""
     increments: Dict[Tuple[int, str], List[Event]] = {}
     for increment in model.of_kind(COUNTER_INCREMENT):
         key = model.roles.key(increment.subject, increment.site.scope)
         if key:
             increments.setdefault((id(increment.site.scope), key), []).append(increment)
-    found: List[Guard] = []
+    resets: Dict[Tuple[int, str], List[Site]] = {}  # (scope, key) -> the sites that set it to 0
+    for node, site in model.structure.statements:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and literal(node.value) == 0:
+            key = model.roles.key(node.targets[0].target, site.scope)
+            if key:
+                resets.setdefault((id(site.scope), key), []).append(site)
+    found: List[Tuple[Guard, str]] = []
     for update in model.of_kind(SKIPPABLE_STEP, OPTIMIZER_STEP):
-        site, scope = update.site, update.site.scope
-        for guard in reversed(site.guards):
+        scope = update.site.scope
+        for guard in reversed(update.site.guards):
             test = guard.test
-            if guard.negated or guard in found or not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+            if guard.negated or any(g is guard for g, _ in found) or not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
                 continue
             if not isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual)) or not isinstance(test.left, (cst.Name, cst.Attribute)):
                 continue
@@ -457,16 +463,11 @@ def count_window_tests(model: "ModuleModel") -> List[Guard]:
             length = test.comparisons[0].comparator
             advanced = any(i.site.loop is header.loop and i.order < header.order and not i.site.guards[len(header.guards):]
                            for i in increments.get((id(scope), key), ()))
-            reset = any(_resets(node, model, key, scope) and guard in s.guards for node, s in model.statements_of(scope))
+            reset = any(guard in site.guards for site in resets.get((id(scope), key), ()))
             if advanced and reset and literal(length) != 1 and not one_as_written(model, length, scope):
-                found.append(guard)
+                found.append((guard, key))
             break  # (the innermost comparison around the update is its window's test, or none is)
     return found
-
-
-def _resets(node: cst.CSTNode, model: "ModuleModel", key: str, scope: Scope) -> bool:
-    """`count = 0`."""
-    return isinstance(node, cst.Assign) and len(node.targets) == 1 and literal(node.value) == 0 and model.roles.key(node.targets[0].target, scope) == key
 
 
 class Windows:
@@ -505,7 +506,7 @@ class Windows:
     def _at_reset(self, test: cst.BaseExpression, count: str, scope: Scope) -> bool:
         """`micro == 0` for the count of a count window: true once per window, right after its block set it back."""
         return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)
-                and literal(test.comparisons[0].comparator) == 0 and bool(count) and self.model.roles.key(test.left, scope) == count)
+                and literal(test.comparisons[0].comparator) == 0 and self.model.roles.key(test.left, scope) == count)
 
     def _latched_by(self, boundary: Guard, name: str, scope: Scope) -> bool:
         """`name` is a latch of the window: the function sets it to a true literal only under the window's
@@ -549,9 +550,9 @@ class Windows:
         """`accum_count += 1` every batch, then `if accum_count == accum: optimizer.step(); ...; accum_count = 0`: a
         count that reaches the window's length and starts over. Its test is a window boundary, as `i % accum == 0` is
         (unless the length is 1 as written: then every batch is a window)."""
-        for guard in count_window_tests(self.model):
+        for guard, count in count_window_tests(self.model):
             self.model.guards.mark(id(guard.test), self.model.guards.kinds(guard) | {WINDOW_BOUNDARY})
-            self._counts[id(guard.test)] = self.model.roles.key(guard.test.left, self.model.structure.site_of[id(guard.test)].scope) or ""
+            self._counts[id(guard.test)] = count
 
     def add_accelerate_windows(self, found: AccelerateWindows) -> None:
         """A prepared step inside `accumulate` runs once per window: it gets that window's guard, one

@@ -179,7 +179,7 @@ def text_facts(texts: Dict[str, str], store: Optional["SummaryStore"] = None) ->
     """The facts of each text (by path), from `store` where it holds them, else read (and stored)."""
     found = {}
     for relative, text in texts.items():
-        key = hashlib.sha256(f"{__version__}\0{code_signature()}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+        key = _content_key(text)
         if store is not None and key in store:
             found[relative] = store[key]
             continue
@@ -319,10 +319,14 @@ def _summaries(jobs: Dict[str, tuple], settings, store, kept: Dict[str, str], po
 
 
 def _key(relative: str, text: str, roles: Optional[ModuleContext]) -> str:
-    given = roles.fingerprint() if roles is not None else ""
+    return _content_key(str(SUMMARY_FORMAT), relative, roles.fingerprint() if roles is not None else "", text)
+
+
+def _content_key(*parts: str) -> str:
+    """A cache key of records computed from `parts` (a module's text last) by this version of the analyzer."""
     # (with the analyzer's own files, as the diagnostics' keys: an edited summarizer must not answer from old entries)
     # (surrogatepass: a file name that is not UTF-8 comes from the OS with escapes that strict UTF-8 refuses)
-    return hashlib.sha256(f"{__version__}\0{SUMMARY_FORMAT}\0{code_signature()}\0{relative}\0{given}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256("\0".join((__version__, code_signature(), *parts)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleContext] = None, keep_as: Optional[str] = None) -> Optional[ModuleSummary]:

@@ -468,28 +468,26 @@ def _bindings(call: s.CallRecord, target: s.FunctionSummary):
             yield name, argument, call.kwarg_roles.get(name)
 
 
-def _classes_bound(call: s.CallRecord, target: s.FunctionSummary):
-    """(parameter, the callee that built the local the call hands it, or "") for each parameter the call binds."""
-    if call.starred:
-        return
+def _bound(call: s.CallRecord, target: s.FunctionSummary):
+    """(parameter, its place in the call: its position, "0", "1", ..., or its keyword) for each parameter the call binds."""
     for index, param in enumerate(target.params[: len(call.args)]):
-        yield param, call.classes.get(str(index), "")
+        yield param, str(index)
     for name in call.kwargs:
         if name in target.params:
-            yield name, call.classes.get(name, "")
+            yield name, name
+
+
+def _classes_bound(call: s.CallRecord, target: s.FunctionSummary):
+    """(parameter, the callee that built the local the call hands it, or "") for each parameter the call binds."""
+    for param, place in () if call.starred else _bound(call, target):
+        yield param, call.classes.get(place, "")
 
 
 def _values_bound(call: s.CallRecord, target: s.FunctionSummary):
     """(parameter, the integer the call leaves it at, or None) for each parameter of the target."""
-    for index, param in enumerate(target.params):
-        if call.starred:
-            yield param, None
-        elif index < len(call.args):
-            yield param, call.literals.get(str(index))
-        elif param in call.kwargs:
-            yield param, call.literals.get(param)
-        else:
-            yield param, target.defaults.get(param)
+    bound = dict(_bound(call, target))
+    for param in target.params:
+        yield param, None if call.starred else call.literals.get(bound[param]) if param in bound else target.defaults.get(param)
 
 
 def argument_place(place: str, call: s.CallRecord, target: s.FunctionSummary, self_prefix: Optional[str]) -> str:

@@ -126,6 +126,7 @@ class Launches:
     _shared: Optional[Dict[str, List[str]]] = None  # the context fields every module shares (computed once, after the notes)
     free: Set[str] = field(default_factory=set)  # options of the lines that name no script (any script may be run with them)
     _unclaimed: Optional[Set[str]] = None  # the options a script no line names may be given (computed once)
+    _contested: Optional[Set[str]] = None  # the globals the config modules set to more than one value (computed once)
     _named: Dict[str, Set[str]] = field(default_factory=dict)  # a config file name as a launch line writes it -> the project's files it may be
 
     def note_code(self, text: str, globals_: bool = True) -> None:
@@ -135,7 +136,7 @@ class Launches:
 
     def note_code_notes(self, notes: "CodeNotes", globals_: bool = True) -> None:
         """note_code, from what a module's code tells (read once per text: `code_notes`)."""
-        self._shared = self._unclaimed = None
+        self._shared = self._unclaimed = self._contested = None
         self.set_in_code.update(notes.set_true)
         self.declared_true.update(notes.declared_true)
         self.assigned_in_code.update(notes.assigned)
@@ -178,7 +179,9 @@ class Launches:
     def contested_globals(self, relative: Optional[str] = None) -> List[str]:
         """Globals the project's config modules, with the module at `relative` itself, set to more than one value."""
         own = self.own_globals.get(relative, {}) if relative is not None else {}
-        return sorted(name for name in set(self.globals_set) | set(own) if len(self.globals_set.get(name, set()) | own.get(name, set())) > 1)
+        if self._contested is None:  # (what the config modules alone contest: once)
+            self._contested = {name for name, values in self.globals_set.items() if len(values) > 1}
+        return sorted(self._contested | {name for name, values in own.items() if len(values | self.globals_set.get(name, set())) > 1})
 
     def options_for(self, relative: str) -> List[str]:
         """The options a run of the module at `relative` (a project path) may be given: those of the
@@ -207,24 +210,13 @@ class Launches:
         """With the project's imports (module -> the modules it imports) and its scripts (the modules with a
         `__main__` block): a module that is no script, and that only scripts lines name import (directly or
         not), runs inside their runs, with their options, not with those of lines that name no script (a
-        README's "add --amp" is for a script no line names)."""
-        importers: Dict[str, Set[str]] = {}
-        for module, targets in imports.items():
-            for target in targets:
-                importers.setdefault(target, set()).add(module)
-        self.run_inside = {}
-        for module in imports:
-            if module in scripts or self._given(module) is not None:
-                continue
-            seen, pending = set(), [module]
-            while pending:
-                for importer in importers.get(pending.pop(), ()):
-                    if importer not in seen:
-                        seen.add(importer)
-                        pending.append(importer)
-            running = seen & scripts
-            if running and all(self._given(script) is not None for script in running):
-                self.run_inside[module] = running
+        README's "add --amp" is for a script no line names). Walked once from each script."""
+        running: Dict[str, Set[str]] = {}  # module -> the scripts that import it, directly or not
+        for script in scripts & set(imports):
+            for module in _reached(imports, script):
+                running.setdefault(module, set()).add(script)
+        self.run_inside = {module: inside for module, inside in running.items()
+                           if module not in scripts and self._given(module) is None and all(self._given(script) is not None for script in inside)}
 
     def _unclaimed_options(self) -> Set[str]:
         """The options of the launch lines that name no script of the project: prose and wrappers that
@@ -284,15 +276,8 @@ class Launches:
         (`Trainer(args)` in engine.py, `self.args.fp16`). Walked once from each such script."""
         self.switches_reached = {}
         for script in imports:
-            given = {option for written, options in self.by_script.get(posixpath.basename(script), ()) if _same_file(written, script)
-                     for option in options if option != ANY_OPTION and _SWITCH.search(option)}
-            seen, pending = set(), [script] if given else []
-            while pending:
-                for target in imports.get(pending.pop(), ()):
-                    if target not in seen:
-                        seen.add(target)
-                        pending.append(target)
-            for module in seen - {script}:
+            given = {option for option in self._given(script) or () if option != ANY_OPTION and _SWITCH.search(option)}
+            for module in _reached(imports, script) if given else ():
                 self.switches_reached.setdefault(module, set()).update(given)
 
     def _config_files_named(self, name: str) -> Set[str]:
@@ -341,6 +326,18 @@ class ConfigKeys:
             self.config_values.setdefault(path, set()).update(words)
         for path, words in other.numbers.items():
             self.numbers.setdefault(path, set()).update(words)
+
+
+def _reached(imports: Dict[str, Set[str]], start: str) -> Set[str]:
+    """The modules `start` imports, directly or not (itself left out)."""
+    seen: Set[str] = set()
+    pending = [start]
+    while pending:
+        for target in imports.get(pending.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return seen - {start}
 
 
 def is_python_config(relative: str) -> bool:
