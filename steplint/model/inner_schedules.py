@@ -43,7 +43,7 @@ def own_inner_schedules(model: "ModuleModel") -> Dict[str, Tuple[str, int]]:
             scope, subject = increment.site.scope, increment.subject
             node = classes.get(scope.class_name or "")
             # (in `step()` itself, or a method of the class it calls: `def _update_lr(self): self.step_num += 1`)
-            if node is None or scope.parent is not None or not _has_method(node, "step"):
+            if node is None or scope.parent is not None or _method(node, "step") is None:
                 continue
             if not (isinstance(subject, cst.Attribute) and isinstance(subject.value, cst.Name) and subject.value.value == scope.self_name):
                 continue
@@ -56,15 +56,15 @@ def own_inner_schedules(model: "ModuleModel") -> Dict[str, Tuple[str, int]]:
     return model.remember(("own_inner_schedules",), compute)
 
 
-def _has_method(node: cst.ClassDef, name: str) -> bool:
-    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in node.body.body)
+def _method(node: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    return next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
 
 
 def _state_dict_keeps(node: cst.ClassDef, counter: str) -> bool:
     """The class's `state_dict()` holds the counter: its own reads `self.<counter>` (or the whole `__dict__`,
     `vars(self)`). A class without one of its own inherits one when it has bases (torch's `Optimizer.state_dict()`
     holds no attributes); a class without bases has none, and no checkpoint stores it through one."""
-    method = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "state_dict"), None)
+    method = _method(node, "state_dict")
     if method is None:
         return not node.bases
     for sub in walk_expressions(method.body):
