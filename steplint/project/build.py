@@ -144,11 +144,13 @@ def build_index(
     facts = text_facts(every, text_store)
     found = {relative: text for relative, text in every.items() if summarized(relative, text, facts[relative].summarized)}
     kept = {relative: path for path in analysed if (relative := relative_path(path, root)) in found}
-    launches = launch_facts(root, every, facts)
+    imports_store = SummaryStore(directory, "imports.json", dict) if cache else None
+    imports_of = functools.partial(project_imports, store=imports_store)
+    launches = launch_facts(root, every, facts, imports_of)
     if analysed:  # a run's lints learn nothing from modules not connected to theirs
-        found = {relative: found[relative] for relative in connected_modules({r: facts[r].imported for r in found}, kept)}
+        found = {relative: found[relative] for relative in connected_modules(imports_of({r: facts[r].imported for r in found}), kept)}
     built = index_modules(found, root, settings, store, kept, pool, launches)
-    for written in (store, text_store):
+    for written in (store, text_store, imports_store):
         if written is not None:
             written.flush()
     return built
@@ -189,12 +191,25 @@ def text_facts(texts: Dict[str, str], store: Optional["SummaryStore"] = None) ->
     return found
 
 
-def launch_facts(root: str, texts: Dict[str, str], facts: Optional[Dict[str, TextFacts]] = None) -> Launches:
+def project_imports(imported: Dict[str, List[str]], store: Optional["SummaryStore"] = None) -> Dict[str, List[str]]:
+    """Module -> the modules of the project it may import (`imports`, from the names each may import),
+    from `store` when a run read the same names before: a warm run resolves no import again."""
+    if store is None:
+        return {importer: sorted(targets) for importer, targets in imports(imported).items()}
+    key = _content_key("imports", json.dumps(imported, sort_keys=True))
+    if key not in store:
+        store[key] = project_imports(imported)
+    return store[key]
+
+
+def launch_facts(root: str, texts: Dict[str, str], facts: Optional[Dict[str, TextFacts]] = None,
+                 imports_of: Callable[[Dict[str, List[str]]], Dict[str, List[str]]] = project_imports) -> Launches:
     """The launch facts of the project under `root`, with what the code of its modules (`texts`, by
-    relative path; `facts`: theirs, when read already) sets: config keys set true, the values of globals."""
+    relative path; `facts`: theirs, when read already) sets: config keys set true, the values of globals.
+    `imports_of`: the project's imports from the names its modules may import (project_imports)."""
     facts = text_facts(texts) if facts is None else facts
     launches = read_launches(root)
-    graph = functools.lru_cache(maxsize=None)(lambda: imports({relative: found.imported for relative, found in facts.items()}))
+    graph = functools.lru_cache(maxsize=None)(lambda: imports_of({relative: found.imported for relative, found in facts.items()}))
     if launches.switches_given_to_scripts():  # (a switch given to a script reaches the modules it imports)
         launches.note_imports(graph())
     # (the values of globals only where they can matter: for a script that runs a configurator,

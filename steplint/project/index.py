@@ -23,6 +23,7 @@ class ProjectIndex:
         self.modules = summaries  # by path relative to the project root, with "/"
         self.launches = launches
         self._dotted = dotted_names(summaries)
+        self._found_modules: Dict[Tuple[str, str], List[Tuple[str, str]]] = {}  # (importer's folder, name) -> modules_for
         self._composed: Dict[Tuple[str, str], List[s.Effect]] = {}
         self._resolved: Dict[Tuple[str, str, str], Optional[Target]] = {}
         self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
@@ -32,7 +33,9 @@ class ProjectIndex:
         self._called: Set[Tuple[str, str]] = set()
         self._called_elsewhere: Set[Tuple[str, str]] = set()  # called by a function of another module
         self._caller_modules: Dict[str, Set[str]] = {}  # module -> the modules whose functions call its functions
-        self._link()
+        self._resolved_calls = list(self._calls())
+        self._link_roles()
+        self._calls_linked = False  # the rest of what calls tell (_link_calls) waits for a module's view: a first index only lends its roles
 
     # -- resolving calls -------------------------------------------------------------------------
 
@@ -146,7 +149,11 @@ class ProjectIndex:
         return None
 
     def _modules_for(self, importer: str, qualified: str) -> List[Tuple[str, str]]:
-        return modules_for(self.modules, self._dotted, importer, qualified)
+        # (the same for every module of a folder: a name imported across a package is looked up once)
+        key = (posixpath.dirname(importer), qualified)
+        if key not in self._found_modules:
+            self._found_modules[key] = modules_for(self.modules, self._dotted, importer, qualified)
+        return self._found_modules[key]
 
     def _on_a_search_path(self, importer: str, qualified: str) -> List[Tuple[str, str]]:
         """An absolute import found from no folder of the importer: the one module of the project whose
@@ -207,10 +214,9 @@ class ProjectIndex:
                     if target is not None:
                         yield path, function, call, target
 
-    def _link(self) -> None:
-        """Roles of arguments -> parameters (a few rounds, for chains of calls), and the parameters
-        whose scaler a caller updates after the call."""
-        calls = list(self._calls())
+    def _link_roles(self) -> None:
+        """Roles of arguments -> parameters (a few rounds, for chains of calls)."""
+        calls = self._resolved_calls
         for _ in range(3):
             changed = False
             for path, function, call, (target_path, target, _) in calls:
@@ -226,7 +232,14 @@ class ProjectIndex:
                         changed = True
             if not changed:
                 break
-        for path, function, call, (target_path, target, _) in calls:
+
+    def _link_calls(self) -> None:
+        """The values and schedules calls hand parameters, which functions are called and from where, and
+        the parameters whose scaler a caller updates after the call."""
+        if self._calls_linked:
+            return
+        self._calls_linked = True
+        for path, function, call, (target_path, target, _) in self._resolved_calls:
             passed = self._passed.setdefault((target_path, target.name), {})
             for param, value in _values_bound(call, target):
                 passed[param] = value if passed.get(param, value) == value else None
@@ -253,6 +266,7 @@ class ProjectIndex:
     def parameter_values(self, path: str) -> Dict[str, Dict[str, int]]:
         """Function -> parameter -> the integer every call of the project leaves it at (passes it as
         written, or leaves it to its integer default): `Trainer(..., grad_accumulation_steps=1)`."""
+        self._link_calls()
         functions = self.modules[path].functions
         return {name: values for name in functions if (values := {p: v for p, v in self._passed.get((path, name), {}).items() if v is not None})}
 
@@ -260,6 +274,7 @@ class ProjectIndex:
         module = self.modules.get(path)
         if module is None:
             return None
+        self._link_calls()
         calls: Dict[str, Callee] = {}
         for function in module.functions.values():
             for call in function.calls:
@@ -305,6 +320,7 @@ class ProjectIndex:
 
     def parameter_inner_schedules(self, path: str) -> Dict[str, Dict[str, list]]:
         """Function -> parameter -> the inner schedule of the object every call of the project hands it."""
+        self._link_calls()
         functions = self.modules[path].functions
         return {name: found for name in functions if (found := {p: v for p, v in self._handed_schedules.get((path, name), {}).items() if v})}
 

@@ -22,7 +22,7 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from steplint.effects import ACCELERATE_PRECISION, ANY_OPTION, PRECISION_KEY
 from steplint.files import SKIPPED_DIRS
@@ -206,7 +206,7 @@ class Launches:
         found = [options for written, options in self.by_script.get(posixpath.basename(relative), ()) if _same_file(written, relative)]
         return set().union(*found) if found else None
 
-    def note_importers(self, imports: Dict[str, Set[str]], scripts: Set[str]) -> None:
+    def note_importers(self, imports: Dict[str, Iterable[str]], scripts: Set[str]) -> None:
         """With the project's imports (module -> the modules it imports) and its scripts (the modules with a
         `__main__` block): a module that is no script, and that only scripts lines name import (directly or
         not), runs inside their runs, with their options, not with those of lines that name no script (a
@@ -270,7 +270,7 @@ class Launches:
         """The loss-scaling switches launch lines give the scripts they name (`train.py --fp16`)."""
         return {option for entries in self.by_script.values() for _, options in entries for option in options if _SWITCH.search(option)}
 
-    def note_imports(self, imports: Dict[str, Set[str]]) -> None:
+    def note_imports(self, imports: Dict[str, Iterable[str]]) -> None:
         """With the project's imports (module -> the modules it imports): the loss-scaling switches the lines that
         name a script give it reach the modules it imports, directly or not, as the options it hands them
         (`Trainer(args)` in engine.py, `self.args.fp16`). Walked once from each such script."""
@@ -328,7 +328,7 @@ class ConfigKeys:
             self.numbers.setdefault(path, set()).update(words)
 
 
-def _reached(imports: Dict[str, Set[str]], start: str) -> Set[str]:
+def _reached(imports: Dict[str, Iterable[str]], start: str) -> Set[str]:
     """The modules `start` imports, directly or not (itself left out)."""
     seen: Set[str] = set()
     pending = [start]

@@ -30,11 +30,15 @@ _IMPORT = re.compile(r"import\b[ \t]*(" + _CONTINUED + ")")
 _NAME = re.compile(r"[\w.]+")
 
 
-def connected_modules(imported: Dict[str, List[str]], start: Iterable[str]) -> Set[str]:
-    """The modules (relative paths, keys of `imported`: the names each may import, `imported_names`)
-    connected by imports to those in `start`."""
-    linked = _import_graph(imported)
-    seen = {path for path in start if path in imported}
+def connected_modules(imports_of: Dict[str, Iterable[str]], start: Iterable[str]) -> Set[str]:
+    """The modules (keys of `imports_of`: module -> the modules it may import, `imports`) connected
+    by imports, in either direction, to those in `start`."""
+    linked: Dict[str, Set[str]] = {path: set() for path in imports_of}
+    for importer, targets in imports_of.items():
+        for target in targets:
+            linked[importer].add(target)
+            linked[target].add(importer)
+    seen = {path for path in start if path in imports_of}
     pending = list(seen)
     while pending:
         for other in linked[pending.pop()]:
@@ -42,16 +46,6 @@ def connected_modules(imported: Dict[str, List[str]], start: Iterable[str]) -> S
                 seen.add(other)
                 pending.append(other)
     return seen
-
-
-def _import_graph(imported: Dict[str, List[str]]) -> Dict[str, Set[str]]:
-    """Module -> the modules it imports or is imported by (undirected)."""
-    linked: Dict[str, Set[str]] = {path: set() for path in imported}
-    for importer, targets in imports(imported).items():
-        for target in targets:
-            linked[importer].add(target)
-            linked[target].add(importer)
-    return linked
 
 
 def imports(imported: Dict[str, List[str]]) -> Dict[str, Set[str]]:
