@@ -152,7 +152,7 @@ class CommandLine:
                 return self._option_value(key, f"--{key}", scope) if not any_option else unknown
             return self._config_default(expr, switched=not any_option)
         if isinstance(expr, cst.Name) and scope is not None and depth < 3 and scope.owner_of(expr.value) is None:
-            return self._global_as_run(expr.value) if not any_option else unknown
+            return self._global_as_run(expr.value, depth) if not any_option else unknown
         if isinstance(expr, cst.Name) and scope is not None and depth < 3:
             owner = scope.owner_of(expr.value)
             if (id(owner), expr.value) in self._earlier:  # (`if steps.isdigit(): steps = int(steps)`: the test reads the value before)
@@ -454,15 +454,18 @@ class CommandLine:
         self.written |= set(declarations["written"])
         self.text_options |= set(declarations.get("text", ()))
 
-    def _global_as_run(self, name: str) -> tuple:
-        """A global the module sets once, to a literal, and no function changes (`dtype = "bfloat16"`):
-        that literal. When the module runs a configurator, only if no launch gives `--dtype` and no module
-        of the project sets it to another value (a config file the configurator runs)."""
+    def _global_as_run(self, name: str, depth: int = 0) -> tuple:
+        """A global the module sets once and no function changes: the literal it is set to (`dtype =
+        "bfloat16"`), or the value as run of what it is set to (`grad_accm = args.gradient_accumulation`).
+        When the module runs a configurator, only if no launch gives `--dtype` and no module of the project
+        sets it to another value (a config file the configurator runs)."""
         values = self.bindings.get((id(self.module_scope), name), ())
-        if len(values) != 1 or values[0] is None or name in self.declared_global or literal(values[0]) is ...:
+        if len(values) != 1 or values[0] is None or name in self.declared_global:
             return ..., None
         if self.runs_code and (name in self.given or name in self.contested):
             return ..., None
+        if literal(values[0]) is ...:
+            return self._as_run(values[0], self.module_scope, depth + 1) if depth < 3 else (..., None)
         return literal(values[0]), f"constant:{name}"
 
     def _config_default(self, expr: cst.BaseExpression, switched: bool = True) -> tuple:
@@ -509,6 +512,27 @@ class CommandLine:
             found = self._option_tested[(id(guard.test), guard.negated)]
             if found is not None:
                 return found
+        return self._ruled_out_by_an_earlier_branch(site)
+
+    def _ruled_out_by_an_earlier_branch(self, site) -> Optional[str]:
+        """`elif args.fp16 and cuda:` after `if args.bf16 and cuda:`, with every launch giving `--bf16`: the
+        branch needs the earlier test false and `cuda` true, so `args.bf16` false, which no run shows. The
+        option that makes each conjunct of an earlier test true that the branch does not itself require."""
+        required = [c for g in site.guards if not g.negated and not g.early_exit for c in conjuncts(g.test)]
+        for guard in site.guards if required else ():
+            if not guard.negated or guard.early_exit:
+                continue
+            options = []
+            for conjunct in conjuncts(guard.test):
+                if any(conjunct.deep_equals(other) for other in required):
+                    continue
+                value, option = self.value_as_run(conjunct, site.scope)
+                if option is None or value is ... or not value:
+                    break
+                options.append(option)
+            else:
+                if options:
+                    return options[0]
         return None
 
     def _false_as_run(self, test: cst.BaseExpression, scope) -> Optional[str]:
