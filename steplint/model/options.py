@@ -158,6 +158,8 @@ class CommandLine:
             if (id(owner), expr.value) in self._earlier:  # (`if steps.isdigit(): steps = int(steps)`: the test reads the value before)
                 return self._as_run(self._earlier[(id(owner), expr.value)], owner, depth + 1)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
+            if owner is not None and any(p.name.value == expr.value for p in owner.params):
+                return unknown  # (a parameter the function may set: `if not use_fp16: scaler = None` keeps the caller's scaler otherwise)
             if len(values) == 1 and values[0] is not None:
                 constant = literal(values[0])
                 if isinstance(constant, (bool, int, float, str)) or constant is None and isinstance(values[0], cst.Name):

@@ -53,7 +53,10 @@ _KEY_BEFORE = re.compile(r"""([A-Za-z_][\w-]*)["']?\]?(?:[ \t]*:[ \t]*[A-Za-z_][
 # ...and as a dict entry (`{"fp16": True}`), or an argparse option that is on unless a run turns it off
 _FIELD_TRUE = re.compile(r"^[ \t]+([A-Za-z_]\w*)[ \t]*:[ \t]*bool[ \t]*=[ \t]*True\b", re.M)  # a class field's default (`fp16: bool = True`)
 _TRUE_ENTRY = re.compile(r"""["']([A-Za-z_][\w-]*)["'][ \t]*:[ \t]*(?:true|True)\b""")
-_TRUE_OPTION = re.compile(r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]*?(?:\bdefault[ \t]*=[ \t]*True\b|["']store_false["'])""")
+_TRUE_OPTION = re.compile(
+    r"""add_argument\(\s*["']--?([A-Za-z_][\w-]*)["'][^()]*?(?:\bdefault[ \t]*=[ \t]*True\b|["']store_false["'])"""
+    r"""|DEFINE_bool(?:ean)?\(\s*["']([A-Za-z_][\w-]*)["'][ \t]*,\s*(?:default[ \t]*=[ \t]*)?True\b"""  # (absl: `flags.DEFINE_bool("apex", default=True, ...)`)
+)
 # The keys that may switch loss scaling on, among those set true (the rest says nothing about it)
 _SWITCH = re.compile(r"amp|fp16|bf16|half|precision|mixed|scal|autocast|float16|apex|enable", re.I)
 # A key the code copies from another (`config.AMP = args.amp`, `cfg["fp16"] = opt.fp16`): on when its source may be
@@ -415,7 +418,7 @@ def keys_set_true(text: str, declarations: bool = True) -> Set[str]:
 
 
 def _declared_true(text: str) -> Set[str]:
-    return {m.group(1).replace("-", "_") for m in _TRUE_OPTION.finditer(text)}
+    return {(m.group(1) or m.group(2)).replace("-", "_") for m in _TRUE_OPTION.finditer(text)}
 
 
 @dataclass
