@@ -59,7 +59,7 @@ from steplint.fixes import SAFE, UNSAFE, Edit, Fix
 from steplint.model import COLLECTIVE, COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD
 from steplint.model.roles import NAME, SCHEDULER
 from steplint.model.guards import RANK
-from steplint.model.syntax import bound_names, last_name, walk_expressions
+from steplint.model.syntax import bound_names, conjuncts, last_name, walk_expressions
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
@@ -85,7 +85,7 @@ def check(model):
         # (a rank test that holds on every rank as run, `if args.eval_first and is_main_process(): return` with no run
         # giving --eval_first, divides no ranks)
         ranks = [guard for guard in model.guards.of_kind(event.site, RANK) if not guard.raises and not model.roles.command_line.lets_through(guard, event.site.scope)]
-        if not ranks:
+        if not ranks or event.kind == SCHEDULER_STEP and _stepped_on_the_other_ranks(model, event, ranks[-1]):
             continue
         name = model.text.of(event.subject)
         if event.kind == COUNTER_INCREMENT and not model.counters.feeds(event) & {"schedule", "lr", "stop"}:
@@ -103,6 +103,44 @@ def check(model):
             yield Finding(event.node, message + " (on a metric every rank has, e.g. all-reduced first)", None)
             continue
         yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, SAFE))
+
+
+def _stepped_on_the_other_ranks(model, step, rank):
+    """The same scheduler also steps, in the same function, under the opposite rank test: `if rank == 0:` anneals
+    it after an evaluation, and `if rank != 0:` mirrors that on the other ranks (told through a file, a
+    broadcast): every rank steps its own schedule."""
+    key = model.roles.key(step.subject, step.site.scope)
+    for other in model.of_kind(SCHEDULER_STEP):
+        if other is step or other.site.scope is not step.site.scope or key is None or model.roles.key(other.subject, other.site.scope) != key:
+            continue
+        if any(_opposite_rank_tests(rank, guard) for guard in model.guards.of_kind(other.site, RANK)):
+            return True
+    return False
+
+
+def _opposite_rank_tests(first, second) -> bool:
+    """Two rank guards that hold on complementary ranks: the same test taken both ways (`if is_main:` / its
+    `else`), or the same comparison with `==` and `!=` (`rank == 0` / `... and rank != 0`)."""
+    if first.test.deep_equals(second.test):
+        return first.negated != second.negated
+    for left in _rank_comparisons(first):
+        for right in _rank_comparisons(second):
+            if left[0].deep_equals(right[0]) and left[1] != right[1]:
+                return True
+    return False
+
+
+def _rank_comparisons(guard):
+    """(`rank == 0` with its operator as `==`, whether it holds where the guard lets its statement run) for each
+    equality test of the guard's conjuncts, when the guard is not negated (a negated conjunction says nothing of each part)."""
+    if guard.negated:
+        return []
+    found = []
+    for conjunct in conjuncts(guard.test):
+        if isinstance(conjunct, cst.Comparison) and len(conjunct.comparisons) == 1 and isinstance(conjunct.comparisons[0].operator, (cst.Equal, cst.NotEqual)):
+            equal = isinstance(conjunct.comparisons[0].operator, cst.Equal)
+            found.append((conjunct.with_changes(comparisons=[conjunct.comparisons[0].with_changes(operator=cst.Equal())]), equal))
+    return found
 
 
 def _restored_on_some_ranks(model):
