@@ -97,14 +97,24 @@ def _scaled_elsewhere_never_unscaled(model, clip, update):
 
 
 def _micro_batch_backwards(model, clip):
-    """Scaled backwards in a loop nested in the clip's pass, before it: the micro-batches of nanoGPT's
-    `for micro_step in range(accum):`, whose gradients the clip then sees."""
-    depth = len(clip.site.loops)
+    """Scaled backwards in loops of the clip's pass that end before it: the micro-batches of nanoGPT's
+    `for micro_step in range(accum):`, or one backward per model in `for scaler, loss in zip(scalers, losses):`
+    before the loop that clips and steps each model."""
     return [
         b for b in model.of_kind(SCALED_BACKWARD)
-        if b.site.scope is clip.site.scope and len(b.site.loops) > depth
-        and all(x is y for x, y in zip(b.site.loops, clip.site.loops)) and not model.passes.exclusive(b.site, clip.site)
+        if b.site.scope is clip.site.scope and b.order < clip.order and len(b.site.loops) > _shared_loops(b.site, clip.site)
+        and not model.passes.exclusive(b.site, clip.site)
     ]
+
+
+def _shared_loops(first, second) -> int:
+    """How many enclosing loops, from the outermost, two sites share."""
+    shared = 0
+    for x, y in zip(first.loops, second.loops):
+        if x is not y:
+            break
+        shared += 1
+    return shared
 
 
 def _move_before(model, unscale, clip, text):

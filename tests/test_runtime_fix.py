@@ -172,7 +172,10 @@ def _clip_run(module, max_norm):
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize("name", ["clip_loop.py", "late_unscale_loop.py", "clip_method_loop.py"], ids=["insert-unscale", "move-unscale", "insert-unscale-backward-elsewhere"])
+@pytest.mark.parametrize(
+    "name", ["clip_loop.py", "late_unscale_loop.py", "clip_method_loop.py", "clip_sibling_loop.py"],
+    ids=["insert-unscale", "move-unscale", "insert-unscale-backward-elsewhere", "insert-unscale-backward-in-an-earlier-loop"],
+)
 def test_clip_fix_clips_the_unscaled_gradients(tmp_path, name):
     before, expected, _ = _clip_run(load(LOOPS / name), max_norm=1.0)
     assert before == pytest.approx(expected * 65536.0, rel=1e-4)  # clipped the scaled norm
