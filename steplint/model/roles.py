@@ -263,10 +263,13 @@ class RoleTable:
                     self.maybe_none.add(self.key(param.name, scope))
         if self.declared:
             self._declared_roles()
+        constructors = self.project.parameter_constructors if self.project else {}
         for function, parameters in (self.project.parameter_roles if self.project else {}).items():
             for name, kind in parameters.items():  # what the callers elsewhere in the project pass
                 # (a scaler every caller has off as run, `GradScaler() if args["amp"] else None` without --amp, scales nothing here)
-                role = Role(SCALER, USE, enabled=False, off_as_run=f"callers of {function}") if kind == SCALER_OFF else Role(kind, USE)
+                # (a scheduler every caller builds with one class or factory: `get_linear_schedule_with_warmup(...)` sets its first LR)
+                role = (Role(SCALER, USE, enabled=False, off_as_run=f"callers of {function}") if kind == SCALER_OFF
+                        else Role(kind, USE, constructor=constructors.get(function, {}).get(name) if kind == SCHEDULER else None))
                 self._set(f"{function}:{name}", role)
         self._scaler_calls = self._keys_calling(_SCALER_ONLY_METHODS)
         for _ in range(4):  # flow through assignments and calls converges in a few rounds

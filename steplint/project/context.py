@@ -59,6 +59,7 @@ class ModuleContext:
     parameter_values: Dict[str, Dict[str, int]] = field(default_factory=dict)  # function -> parameter -> the integer every call of the project leaves it at
     inner_schedules: Dict[str, list] = field(default_factory=dict)  # a class called as written (`optim.NoamOpt`) -> [class, counter, where]: steplint.model.inner_schedules
     parameter_inner_schedules: Dict[str, Dict[str, list]] = field(default_factory=dict)  # function -> parameter -> [class, counter, where] of what every caller hands it
+    parameter_constructors: Dict[str, Dict[str, str]] = field(default_factory=dict)  # function -> parameter -> the class or factory that built the scheduler every caller hands it
 
     def fingerprint(self) -> str:
         """A hash of everything the lint of the module reads from the project (for cache keys)."""

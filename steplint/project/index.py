@@ -29,6 +29,7 @@ class ProjectIndex:
         self._incoming: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
         self._passed: Dict[Tuple[str, str], Dict[str, Optional[int]]] = {}  # function -> parameter -> the integer every call leaves it at
         self._handed_schedules: Dict[Tuple[str, str], Dict[str, Optional[list]]] = {}  # function -> parameter -> the inner schedule of what every call hands it
+        self._handed_constructors: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}  # function -> parameter -> what built the scheduler every call hands it
         self._caller_updates: Dict[Tuple[str, str], Set[str]] = {}
         self._called: Set[Tuple[str, str]] = set()
         self._called_elsewhere: Set[Tuple[str, str]] = set()  # called by a function of another module
@@ -247,6 +248,11 @@ class ProjectIndex:
             for param, built in _classes_bound(call, target):
                 inner = self._inner_schedule_of(path, built) if built else None
                 handed[param] = inner if handed.get(param, inner) == inner else None
+            constructors = self._handed_constructors.setdefault((target_path, target.name), {})
+            for param, place in () if call.starred else _bound(call, target):
+                if place in call.constructors:  # (a scheduler, handed by a call that may run: `None` in an evaluation script hands none)
+                    built = call.constructors[place] or None
+                    constructors[param] = built if constructors.get(param, built) == built else None
             self._called.add((target_path, target.name))
             if target_path != path:
                 self._called_elsewhere.add((target_path, target.name))
@@ -298,6 +304,7 @@ class ProjectIndex:
             **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
             scheduler_methods=self._scheduler_methods, inner_schedules=self._inner_schedules_called(path),
             parameter_inner_schedules=self.parameter_inner_schedules(path),
+            parameter_constructors={name: found for name in module.functions if (found := {p: v for p, v in self._handed_constructors.get((path, name), {}).items() if v})},
         )
 
     def _inner_schedules_called(self, path: str) -> Dict[str, list]:

@@ -239,6 +239,7 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
     elif scope.owner_of(head) is not None and head != "self":
         return None  # a local variable that shadows the name
     record = s.CallRecord(callee, **_flags(model, site))
+    runs = model.roles.command_line.never_runs(site) is None
     for arg in call.args:
         if arg.star:
             record.starred = True
@@ -251,6 +252,8 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
         if built:  # (`Solver(data, model, optimizer, args)` with `optimizer = NoamOpt(...)`: what the callee is handed)
             record.classes[position] = built
         role = model.roles.value_role(arg.value, scope)
+        if role is not None and role.kind == SCHEDULER and runs:  # (`Trainer(args, optimizer, lr_scheduler)` after `lr_scheduler = get_linear_schedule_with_warmup(...)`)
+            record.constructors[position] = role.constructor or ""
         kind = (SCALER_OFF if role.kind == SCALER and role.enabled is False else role.kind) if role else None
         if arg.keyword is None:
             record.args.append(place(arg.value, scope))

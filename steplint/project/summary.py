@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 17  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 18  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -37,6 +37,7 @@ class CallRecord:
     kwarg_roles: Dict[str, Optional[str]] = field(default_factory=dict)
     literals: Dict[str, int] = field(default_factory=dict)  # position ("0", "1", ...) or keyword -> the integer passed as written
     classes: Dict[str, str] = field(default_factory=dict)  # position ("0", ...) or keyword -> the callee of the project that built the local passed
+    constructors: Dict[str, str] = field(default_factory=dict)  # position or keyword -> the import-resolved class or factory that built a scheduler passed ("" unknown), where the call may run as launched
     starred: bool = False  # it passes `*args` or `**kwargs`: what reaches which parameter is not visible
     looped: bool = False
     rank_guarded: bool = False
