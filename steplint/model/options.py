@@ -78,6 +78,7 @@ class CommandLine:
     text_options: Set[str] = field(default_factory=set)  # options declared with no type or action: a launch's value is a text
     configured_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key or number key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
+    _branch_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # the (id(test), negated) of a site's guards -> never_runs
     _earlier: Dict[tuple, cst.BaseExpression] = field(default_factory=dict)  # (id(scope), name) -> its value before the assignment whose test is being read
     # The launch lines one run takes hold together: a function the module calls only under `if args.do_train:` runs
     # with the options of the lines that train (`--fp16` given only beside `--do_predict` is off there).
@@ -506,6 +507,13 @@ class CommandLine:
         """The option (`--fp16`) of a flag off as run that the site runs only under (`if args.fp16:`,
         `if exists(path) and args.resume_optimizer:`), or the switch of loss scaling nothing turns on that
         it needs (`if algorithm.use_amp:`, or the `else` of `if not cfg.fp16:`); None when it may run."""
+        # (asked of every statement in each round of the roles' inference: answered once per set of guards)
+        branches = tuple((id(g.test), g.negated) for g in site.guards if not g.early_exit)
+        if branches not in self._branch_tested:
+            self._branch_tested[branches] = self._never_runs(site)
+        return self._branch_tested[branches]
+
+    def _never_runs(self, site) -> Optional[str]:
         for guard in site.guards:
             if guard.early_exit:
                 continue
@@ -514,6 +522,8 @@ class CommandLine:
             found = self._option_tested[(id(guard.test), guard.negated)]
             if found is not None:
                 return found
+        if not any(g.negated for g in site.guards) or all(g.negated or g.early_exit for g in site.guards):
+            return None
         return self._ruled_out_by_an_earlier_branch(site)
 
     def _ruled_out_by_an_earlier_branch(self, site) -> Optional[str]:
@@ -521,7 +531,7 @@ class CommandLine:
         branch needs the earlier test false and `cuda` true, so `args.bf16` false, which no run shows. The
         option that makes each conjunct of an earlier test true that the branch does not itself require."""
         required = [c for g in site.guards if not g.negated and not g.early_exit for c in conjuncts(g.test)]
-        for guard in site.guards if required else ():
+        for guard in site.guards:
             if not guard.negated or guard.early_exit:
                 continue
             options = []
