@@ -247,3 +247,21 @@ def test_a_default_declared_true_is_not_taken_where_every_config_sets_the_key_fa
     found = read_launches(str(tmp_path / "bare"))
     found.note_code('parser.add_argument("--amp", default=True)\n')
     assert "amp" in found.switched_on()
+
+
+def test_the_values_of_a_list_option_give_no_option():
+    text = 'DATA_DIRS=""\nfor dir in data/*/; do\n    DATA_DIRS="$DATA_DIRS $dir"\ndone\npython train.py --data_dirs $DATA_DIRS --epochs 3\n'
+    assert launches(text).options_for("train.py") == ["data_dirs", "epochs"]
+    assert ANY_OPTION in launches("python train.py --lr $LR $EXTRA_ARGS\n").options_for("train.py")
+
+
+def test_other_programs_lines_and_what_echo_prints_give_no_option():
+    found = launches(
+        'wget -c --progress=bar:force "$URL" -O data.tar\n'
+        'GPU=$(nvidia-smi --query-gpu=name --format=csv)\n'
+        "pip install flash-attn --no-build-isolation\n"
+        'echo "Downloaded: $(numfmt --to=iec $SIZE)"\n'
+    )
+    assert ANY_OPTION not in found.free  # (what echo prints stays prose: its words may name options, never pass them on)
+    assert not found.free & {"progress", "query_gpu", "format", "no_build_isolation"}
+    assert ANY_OPTION in launches("torchrun --nproc_per_node=2 $SCRIPT \"$@\"\n").free

@@ -75,7 +75,7 @@ class CommandLine:
     given_to_scripts: Set[str] = field(default_factory=set)  # switches of loss scaling a launch line gives the script it names
     bindings: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> each value the scope assigns it (None: not a plain `=`)
     binding_sites: Dict[tuple, list] = field(default_factory=dict)  # (id(scope), name) -> the site of each of those assignments
-    text_options: Set[str] = field(default_factory=set)  # options declared with no type or action: a launch's value is a text
+    text_options: Set[str] = field(default_factory=set)  # options declared with no type or action, or `type=bool`: a launch's value is a text (true unless empty)
     configured_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key or number key path -> the values the configs give it, as written
     _option_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # (id(guard test), negated) -> what keeps it from running (each read once)
     _branch_tested: Dict[tuple, Optional[str]] = field(default_factory=dict)  # the (id(test), negated) of a site's guards -> never_runs
@@ -190,12 +190,15 @@ class CommandLine:
             if all(value is not ... and option is not None for value, option in sides):
                 return (not deciding), sides[0][1]
             return unknown
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("bool", "isinstance") and expr.args:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("bool", "isinstance", "hasattr") and expr.args:
             value, option = self._as_run(expr.args[0].value, scope, depth)
             if value is ...:
                 return unknown
             if expr.func.value == "bool":
                 return bool(value), option
+            if expr.func.value == "hasattr":  # (`hasattr(args.checkpointing_steps, "isdigit")`: an option given as text, or left at None)
+                name = literal(expr.args[1].value) if len(expr.args) == 2 else None
+                return (hasattr(value, name), option) if isinstance(name, str) else unknown
             kinds = {"int": int, "float": float, "str": str, "bool": bool}
             kind = kinds.get(expr.args[1].value.value) if len(expr.args) == 2 and isinstance(expr.args[1].value, cst.Name) else None
             return (isinstance(value, kind), option) if kind is not None else unknown
@@ -791,8 +794,11 @@ def _declare(found: CommandLine, call: cst.Call) -> None:
     # (a launch may give it under any of its long names: `--mixed_precision`, `--mp`)
     found.aliases[dest] = {dest} | {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
     found.declared[dest] = ... if dest in found.declared else default
-    if keyword(call, "action") is None and keyword(call, "type") is None and keyword(call, "nargs") is None and keyword(call, "choices") is None:
-        found.text_options.add(dest)  # (argparse hands it over as written: `--noamp False` gives the text "False", which is true)
+    kind = keyword(call, "type")
+    if keyword(call, "action") is None and (kind is None or isinstance(kind, cst.Name) and kind.value == "bool") and keyword(call, "nargs") is None and keyword(call, "choices") is None:
+        # (argparse hands it over as written: `--noamp False` gives the text "False", which is true; so does
+        # `type=bool`, whose `bool("False")` is true too)
+        found.text_options.add(dest)
 
 
 def _namespace_dict(expr: cst.BaseExpression) -> bool:

@@ -73,6 +73,17 @@ _OPTION = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
 _ASSIGNED = re.compile(r"\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"`]*\"|'[^']*'|[^\s$`;|&]*)\s*(?:#.*)?$")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
 _PASSED_ON = re.compile(r"\$\{?[@*A-Za-z_]")  # a variable (at the start of a token): `$@`, `${@:3}`, `$ARGS`
+# A command line that runs a program other than Python or a launcher of it (its options are that program's)
+_OTHER_PROGRAM = re.compile(
+    r"^[\s(]*(?:(?:if|then|else|do|sudo|RUN|!)\s+)*(?:[A-Za-z_]\w*=\S*\s+)*(?:[A-Za-z_]\w*=)?(?:\$\(\s*)?"
+    r"(?:pip3?|conda|mamba|apt(?:-get)?|brew|git|wget|curl|nvidia-smi|tensorboard|docker|huggingface-cli|gsutil|aws|gcloud|rsync|scp|ssh|"
+    r"tar|unzip|cat|find|grep|sed|awk|ls|cp|mv|rm|mkdir|chmod|parallel|numfmt|node|npm|yarn|kill|pkill|pgrep|ps|du|df|nproc|sort|head|tail|wc|xargs)\b"
+)
+# A list of words with a Python file among them, no brackets inside: a command to run (`["python", "train.py", "--amp"]`)
+_WORD_LIST = re.compile(r"""\[((?:[^\[\]"']|"[^"\n]*"|'[^'\n]*')*?["'][^"'\n]*\.py["'](?:[^\[\]"']|"[^"\n]*"|'[^'\n]*')*)\]""")
+_QUOTED = re.compile(r"""f?(["'])([^"'\n]*)\1""")
+_PRINTS = re.compile(r"^\s*(?:echo|printf)\b")
+_BUNDLE = re.compile(r"^\$\{?(?:[@*]|\w*(?:ARG|OPT|FLAG|PARAM|EXTRA|CMD))", re.I)  # a variable named as options: never an option's value
 _SHELL_SCRIPT = re.compile(r"(?<![\w./-])([\w./-]*\w\.sh)\b")  # a shell script a line runs (`bash tools/dist_train.sh`)
 
 
@@ -450,11 +461,19 @@ def code_notes(text: str) -> CodeNotes:
     top_level = [(m.group(1), m.group(2).strip().replace('"', "'")) for m in _TOP_LEVEL_SET.finditer(text)]
     commands = ""
     if ".py" in text:  # (a usage in a docstring or comment, a command the code runs: `python train.py --fp16`)
-        commands = "\n".join(line for line in _CONTINUED.sub(" ", text).splitlines() if ".py" in line and _RUNNER.search(line) and _SCRIPT.search(line))
+        lines = _CONTINUED.sub(" ", text).splitlines() + _listed_commands(text)
+        commands = "\n".join(line for line in lines if ".py" in line and _RUNNER.search(line) and _SCRIPT.search(line))
     return CodeNotes(
         sorted(keys_set_true(_FIELD_TRUE.sub("", text), declarations=False)), sorted(_declared_true(text) | set(fields)),
         sorted({m.group(1) for m in _ASSIGNED_KEY.finditer(text)}), copied, top_level, commands,
     )
+
+
+def _listed_commands(text: str) -> List[str]:
+    """The commands a module runs as a list of words (`subprocess.run(["accelerate", "launch", "train.py",
+    "--checkpointing_steps", "25000"])`), each as one line: its quoted words in order (a name between them,
+    a value computed at run time, is left out)."""
+    return [" ".join(word for _, word in _QUOTED.findall(body)) for body in _WORD_LIST.findall(text)]
 
 
 def _note_config_value(found: "ConfigKeys", path: str, value: object, typed: bool) -> None:
@@ -599,6 +618,8 @@ def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = 
             options |= {f"{ACCELERATE_PRECISION}{m.group(1).lower()}" for m in _ACCELERATE_PRECISION.finditer(line)}
         scripts = [m.group(1) + ".py" for m in _SCRIPT.finditer(line)]
         scripts += [m.group(1).replace(".", "/") + ".py" for m in _MODULE.finditer(line)]
+        if not scripts and _OTHER_PROGRAM.match(line):
+            continue  # (`wget --progress=bar "$URL"`, `pip install --upgrade ...`: another program's options, no run's)
         for called in _SHELL_SCRIPT.findall(line):
             found.wrapper_calls.setdefault(posixpath.basename(called), []).append(options | ({ANY_OPTION} if _passes_variables_on(line, docs) else set()))
         if _passes_variables_on(line, docs):
@@ -640,13 +661,19 @@ def _passes_variables_on(line: str, docs: bool = False) -> bool:
     """A variable stands where options go (`$@`, `$EXTRA_ARGS`; in docs, `$@` and `$*` only), not as
     the value of an option (`--model_type $model_type`, `--lr=$LR`)."""
     tokens = line.split()
+    if _PRINTS.match(line):
+        return False  # (`echo "Downloaded: $(numfmt --to=iec $SIZE)"` tells the reader something; it runs nothing)
+    values = False  # the tokens so far are the values of an option: `--data_dirs $DATA_DIRS $dir` (nargs="+")
     for index, token in enumerate(tokens):
         bare = token.lstrip("\"'")
+        variable = _PASSED_ON.match(bare) is not None
+        value = variable and index > 0 and (tokens[index - 1].startswith("-") and "=" not in tokens[index - 1] or values and not _BUNDLE.search(bare))
+        values = value
         if docs and not bare.startswith(("$@", "$*", "${@", "${*")):
             continue
         if re.match(r"[^\s]*\.py\b", bare):
             continue  # (the script a variable names, `python ${alg}.py`: what follows it are its options)
-        if _PASSED_ON.match(bare) and not (index and tokens[index - 1].startswith("-") and "=" not in tokens[index - 1]):
+        if variable and not value:
             return True
     return False
 
