@@ -219,8 +219,8 @@ class CommandLine:
             test = _COMPARISONS.get(type(target.operator))
             if isinstance(other, TorchDtype) and isinstance(target.operator, (cst.Is, cst.IsNot)):
                 test = _COMPARISONS[cst.Equal if isinstance(target.operator, cst.Is) else cst.NotEqual]  # (torch's dtypes are singletons)
-            elif other is ... or test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None:
-                return unknown
+            elif other is ... or test is None or isinstance(target.operator, (cst.Is, cst.IsNot)) and other is not None and type(other) is not bool:
+                return unknown  # (`is` decides against None, True and False, singletons as Python holds them)
             # (a global set once to one of some literals, by the machine it runs on: `dtype = "bfloat16" if
             # torch.cuda.is_bf16_supported() else "float32"`; the test is decided when each gives one answer)
             values, option = ([value], option) if value is not ... else self._global_choices(expr.left, scope)
