@@ -485,7 +485,7 @@ class State:
         from one (`init_step = optim_sd["iter"] - optim_sd["skipped_iter"]`, then `last_iter=init_step`)."""
         def entry_of_a_load(value: cst.BaseExpression) -> bool:
             for sub in walk_expressions(value):
-                base = sub.value if type(sub) is cst.Subscript else sub.func.value if type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == "get" else None
+                base = sub.value if type(sub) is cst.Subscript else sub.func.value if type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value in _ENTRY_READS else None
                 if isinstance(base, cst.Name) and self.model.roles.key(base, scope) in self._loaded_results:
                     return True
             return False
@@ -871,6 +871,9 @@ def _loads_an_optimizer(effect) -> bool:
     return effect.action == LOAD and (effect.role == OPTIMIZER or optimizer_named(effect.place.rsplit(":", 1)[-1]))
 
 
+_ENTRY_READS = ("get", "pop")  # the methods of a dict that read an entry of it
+
+
 def _entry_read(value: cst.BaseExpression) -> Optional[str]:
     """`"epoch"` of `ckpt["epoch"]` (also inside `int(...)`): the entry a value reads by subscript, without a default."""
     while isinstance(value, cst.Call) and len(value.args) == 1 and isinstance(value.func, cst.Name):
@@ -882,10 +885,10 @@ def _entry_read(value: cst.BaseExpression) -> Optional[str]:
 
 
 def reads_an_entry(value: cst.BaseExpression) -> bool:
-    """The value reads an entry of something (`state["epoch"]`, `ckpt.get("step", 0)`): in a resume,
-    what the checkpoint holds."""
+    """The value reads an entry of something (`state["epoch"]`, `ckpt.get("step", 0)`, `ckpt.pop("iteration")`): in a
+    resume, what the checkpoint holds."""
     return any(
-        type(sub) is cst.Subscript or (type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == "get")
+        type(sub) is cst.Subscript or (type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value in _ENTRY_READS)
         for sub in walk_expressions(value)
     )
 
