@@ -227,8 +227,8 @@ class RoleTable:
     # -- inference -------------------------------------------------------------------------------
 
     def _set(self, key: Optional[str], role: Optional[Role]) -> bool:
-        if key is None or role is None:
-            return False
+        if key is None or role is None or key.endswith(":_"):
+            return False  # (`_` holds what is thrown away: `_, _, _, epoch = load_checkpoint(...)`, then `for _ in range(epoch):`)
         if role.evidence <= NAME and key in self.foreign:
             return False
         if role.evidence <= USE and key.startswith("<module>:") and not self._bound_at_module_level(key):
