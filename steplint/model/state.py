@@ -773,8 +773,11 @@ class State:
     def _step_state(self, scope: "Scope") -> Dict[str, List[str]]:
         by_owner = _step_state_by_owner(self.model)
         owners = ["<module>", scope.name] + ([f"class {scope.class_name}"] if scope.class_name is not None else [])
+        # (a global the function's own name hides is not its state; nor is a global counter it does not declare
+        # `global`: it cannot set that number back, its caller can, from what it returns)
         visible = {entry for owner in owners for entry in by_owner.get(owner, ())
-                   if owner != "<module>" or scope.owner_of(_head(entry[2])) is None}  # (a global the function's own name hides is not its state)
+                   if owner != "<module>" or scope.owner_of(_head(entry[2])) is None
+                   and (entry[1] != "counter" or scope.name == "<module>" or _head(entry[2]) in scope.global_names or _head(entry[2]) != entry[2].split(":", 1)[1])}
         enclosing = scope.parent
         while enclosing is not None and enclosing.name != "<module>":  # (a nested function's closure: what it names of its encloser's)
             visible |= {entry for entry in by_owner.get(enclosing.name, ()) if scope.owner_of(_head(entry[2])) is enclosing}
