@@ -79,8 +79,8 @@ def check(model):
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         if event.kind == SCHEDULER_STEP and (event.role is None or event.role.engine_owned):
             continue
-        if event.kind == COUNTER_INCREMENT and not model.events_in(event.site.scope, *STEPS):
-            continue  # (a loop index of a helper with no training step of its own is not a schedule)
+        if event.kind == COUNTER_INCREMENT and not _in_a_training_pass(model, event):
+            continue  # (a loop index of a helper, or of a search loop beside the training, with no training step of its own is not a schedule)
         # (a rank that raises ends the run, for every rank: no rank goes on with another count)
         # (a rank test that holds on every rank as run, `if args.eval_first and is_main_process(): return` with no run
         # giving --eval_first, divides no ranks)
@@ -103,6 +103,14 @@ def check(model):
             yield Finding(event.node, message + " (on a metric every rank has, e.g. all-reduced first)", None)
             continue
         yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, SAFE))
+
+
+def _in_a_training_pass(model, increment) -> bool:
+    """A step of training (an update or a scheduler step) runs in the loop the counter advances in (or, for a counter
+    outside loops, in its function): `i += 1` in a `while` that picks a data subset on the main process counts no step."""
+    steps = model.events_in(increment.site.scope, *STEPS)
+    loop = increment.site.loop
+    return any(any(around is loop for around in step.site.loops) for step in steps) if loop is not None else bool(steps)
 
 
 def _stepped_on_the_other_ranks(model, step, rank):
