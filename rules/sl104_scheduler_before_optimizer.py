@@ -52,7 +52,7 @@ when an object whose state it restores is built again after the restore; and a l
 
 from steplint.fixes import SAFE, Fix
 from steplint.model import OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
-from steplint.model.schedules import sets_its_first_lr
+from steplint.model.schedules import positioned_by_hand, sets_its_first_lr
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
@@ -82,6 +82,8 @@ def _epoch_step_before_its_batches(model):
         role = step.role
         if loop is None or step.explicit_position or role is None or role.metric or role.prepared or role.engine_owned or model.guards.gated(step.site) or not sets_its_first_lr(role):
             continue
+        if positioned_by_hand(model, step):
+            continue  # (`scheduler.last_epoch = start_epoch - 1` first: the step at the top of each epoch is the order meant)
         in_epoch = [u for u in updates if u.site.scope is step.site.scope and any(l is loop for l in u.site.loops)
                     and not model.passes.exclusive(u.site, step.site)]
         if not in_epoch or any(u.order < step.order or u.site.loop is loop for u in in_epoch):

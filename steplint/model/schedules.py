@@ -94,6 +94,19 @@ def sets_its_first_lr(role) -> bool:
     )
 
 
+def positioned_by_hand(model: "ModuleModel", event: Event) -> bool:
+    """The code sets the scheduler's `last_epoch` itself (`self.scheduler.last_epoch = self.start_epoch - 1`, as
+    ultralytics does before stepping at the top of each epoch): where it stands at each step is the author's."""
+    def compute():
+        found = set()
+        for node, site in model.structure.statements:
+            for target in node.targets if type(node) is cst.Assign else ():
+                if isinstance(target.target, cst.Attribute) and target.target.attr.value == "last_epoch":
+                    found.add(model.roles.key(target.target.value, site.scope))
+        return found - {None}
+    return event.subject is not None and model.roles.key(event.subject, event.site.scope) in model.remember(("last_epoch set by hand",), compute)
+
+
 def never_moves(model: "ModuleModel", event: Event) -> bool:
     """The scheduler holds the learning rate where it is: transformers' or diffusers'
     `get_constant_schedule(opt)` (or the old `ConstantLRSchedule`), their `get_scheduler("constant", ...)`

@@ -347,12 +347,6 @@ class State:
         the value."""
         found = set()
         restoring = {id(e.node) for e in self.model.of_kind(STATE_LOAD) if e.via is not None}
-        for node, site in self.model.structure.statements:
-            if type(node) is not cst.Assign:  # (type tests: see steplint.model.syntax.dotted)
-                continue
-            reads = reads_an_entry(node.value) or any(id(s) in restoring for s in walk_expressions(node.value))  # (`step = ckpt.load(...) if resume else 0`)
-            if reads or not found.isdisjoint(self.model.keys_in(node.value, site.scope)):  # or through a temporary
-                found.update(self.model.roles.key(target, site.scope) for target in assignment_targets(node))
         # a resume helper of the project that sets the caller's attributes (`self.epoch = state["epoch"]`)
         context = self.model.roles.project
         for call, site in self.model.structure.calls if context is not None else ():
@@ -361,6 +355,15 @@ class State:
                 if effect.action == LOAD and effect.role is None and effect.place.startswith("self."):
                     target = context.argument(callee, effect.place, call, site.scope)
                     found.add(self.model.roles.key(target, site.scope) if target is not None else None)
+        assignments = [(node, site) for node, site in self.model.structure.statements if type(node) is cst.Assign]  # (type tests: see steplint.model.syntax.dotted)
+        for _ in range(3):  # (through temporaries, in any order of the methods: `epoch = self.start_epoch` above the `resume_training` that sets it)
+            before = len(found)
+            for node, site in assignments:
+                reads = reads_an_entry(node.value) or any(id(s) in restoring for s in walk_expressions(node.value))  # (`step = ckpt.load(...) if resume else 0`)
+                if reads or not found.isdisjoint(self.model.keys_in(node.value, site.scope)):  # or through a temporary
+                    found.update(self.model.roles.key(target, site.scope) for target in assignment_targets(node))
+            if len(found) == before:
+                break
         found.discard(None)
         return found
 
