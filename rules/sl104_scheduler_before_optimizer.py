@@ -38,7 +38,9 @@ where they are stepped.
 An epoch scheduler stepped at the top of the epoch loop, before the batch loop that makes its updates
 (the order PyTorch before 1.1 asked for), skips its first value the same way: every decay comes one
 epoch early. It is reported without a fix: the step belongs after the epoch's batches, wherever the
-author ends the epoch (after its evaluation, its checkpoint).
+author ends the epoch (after its evaluation, its checkpoint). Silent where the code sets the scheduler's
+`last_epoch` itself (`scheduler.last_epoch = start_epoch - 1`, as ultralytics does): stepping it first is
+then the order it was positioned for.
 
 ## Fix safety
 Safe, in the batch loop: the fix moves the scheduler call just after the statement that holds the update, at its own

@@ -24,6 +24,9 @@ scaler.step(optimizer)
 scaler.update()
 ```
 
+The scaled backward may come in a loop of its own before the clip (`for scaler, loss in zip(scalers,
+losses): scaler.scale(loss).backward()`, then a loop that clips and steps each model).
+
 Silent for `accelerator.clip_grad_norm_` (it unscales), apex's `amp.master_params`, and timm-style
 `loss_scaler(loss, optimizer, clip_grad=...)`, which unscale before they clip. Silent for a clip given
 the loss scale (`max_norm * scaler.get_scale()`, or a helper handed `scale=scaler.get_scale()`): it

@@ -73,7 +73,13 @@ Four more resumes are reported, away from what an optimizer restore of the funct
   counter of the function (one that sets the LR, the end of the run or the checkpoints' names) that
   nothing sets after the load (from the checkpoint's folder name, as accelerate's examples do, or a
   file), nor the statement that gives the loaded path (`path, step, epoch = latest_checkpoint(...)`),
-  starts over. Silent where the module registers an object of its own for checkpointing.
+  starts over. Silent where the module registers an object of its own for checkpointing, and where it
+  writes its states only under tests no run passes (`if args.checkpointing_steps == "epoch":` with no launch
+  giving it): no run of it leaves a state to resume from.
+
+A function holds no module-level counter it does not declare `global` (its caller sets it back from what
+it returns), and a counter every advance of which comes before the resume, in its function, is not
+restarted by it (a script whose resume section follows its training loop).
 
 ## Fix safety
 Safe, where the module saves the missing state under a key: the fix reads it back right after the

@@ -35,7 +35,10 @@ Logging, checkpointing and evaluation may stay on one rank; only the schedule st
 everywhere. A counter that feeds only a save cadence may stay on one rank too, unless that cadence
 waits for every rank (`accelerator.wait_for_everyone()`, `dist.barrier()`): the other ranks never
 reach the wait, and the run hangs. The counter of a retry loop around a save (advanced only in its
-`except`, inside the `while` its own test bounds) counts failed writes, not steps: silent.
+`except`, inside the `while` its own test bounds) counts failed writes, not steps: silent. So is the index of
+a loop where no training step runs (a search on the main process), and a scheduler that also steps, in the same
+function, under the opposite rank test (rank 0 anneals after its evaluation, the other ranks mirror it after a
+barrier): every rank steps it.
 
 ## Fix safety
 Safe: the statement moves out of the rank condition, to just before it when it comes first in the
