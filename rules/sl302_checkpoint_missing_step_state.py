@@ -2,7 +2,9 @@
 Finds a checkpoint that stores the model and optimizer but not the scheduler, the GradScaler or the
 update counter that the training code has, when its contents are visible: a dict literal given to
 `torch.save`, a dict built up key by key in the same function, or the literal that a `state_dict()`
-method of this module returns.
+method of this module returns. And `accelerator.save_state(...)`, which writes what `prepare` was given
+and what is registered for checkpointing, in a function that steps a scheduler it never prepared (reported
+without a fix: prepare it, or register it).
 
 ## Why is this bad?
 A run resumed from it restarts what was left out. Without the scheduler's state, the schedule starts
@@ -87,7 +89,11 @@ import libcst as cst
 
 from steplint import effects
 from steplint.fixes import UNSAFE, Edit, Fix
-from steplint.model import CHECKPOINT_SAVE
+from steplint.effects import ACCELERATOR
+from steplint.model import CHECKPOINT_SAVE, SCHEDULER_STEP
+from steplint.model.roles import SCHEDULER
+from steplint.model.schedules import never_moves
+from steplint.model.syntax import last_name
 from steplint.rule import Finding, rule
 
 
@@ -95,6 +101,7 @@ from steplint.rule import Finding, rule
 def check(model):
     if not model.state.resumable:
         return  # nothing resumes from these checkpoints: what they leave out is lost to no run
+    yield from _schedulers_save_state_leaves_out(model)
     # (a checkpoint without the optimizer is a resume's when it stores the position a resume reads back:
     # `{"net": ..., "epoch": epoch}` beside `start_epoch = checkpoint["epoch"]`)
     saves = [(save, checkpoint) for save in model.of_kind(CHECKPOINT_SAVE) if (checkpoint := model.state.checkpoint(save)) is not None
@@ -151,6 +158,34 @@ def check(model):
 
 
 OPTIMIZER = "optimizer"
+
+
+def _schedulers_save_state_leaves_out(model):
+    """`accelerator.save_state(...)` writes what `prepare` was given and what is registered for checkpointing: a
+    scheduler the function steps (one that moves) and never prepared, registered, stored or restored by
+    hand is not in it. Reported at the first such save that may run, with no fix (prepare it, or register it)."""
+    if any(last_name(call.func) == "register_for_checkpointing" for call, _ in model.structure.calls):
+        return
+    held = {key for save in model.of_kind(CHECKPOINT_SAVE) if (checkpoint := model.state.checkpoint(save)) is not None
+            for keys in checkpoint.holds.values() for key in keys}
+    reported = set()
+    for call, site in model.structure.calls:
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_state" and model.roles.is_(call.func.value, site.scope, ACCELERATOR)):
+            continue
+        if id(site.scope) in reported or model.roles.command_line.never_runs(site) is not None:
+            continue
+        steps = {model.roles.key(e.subject, e.site.scope): e for e in model.of_kind(SCHEDULER_STEP) if e.site.scope is site.scope and e.subject is not None}
+        left_out = sorted(key for key, step in steps.items() if key and step.role is not None and step.role.kind == SCHEDULER and not (
+            step.role.prepared or step.role.engine_owned or step.role.metric or step.explicit_position) and key not in held
+            and not model.state.loaded(key) and key not in model.state.positioned_on_resume and not never_moves(model, step))
+        if left_out:
+            reported.add(id(site.scope))
+            listed = ", ".join(f"`{key.split(':', 1)[1]}`" for key in left_out)
+            yield Finding(call, (
+                f"`{model.text.of(call.func)}` stores what `prepare` was given, and {listed} was never prepared: the state it writes "
+                f"leaves {'them' if len(left_out) > 1 else 'it'} out, and a resumed run restarts the schedule (prepare it, or register it "
+                "with `register_for_checkpointing`; no fix)"
+            ))
 
 
 def _saves_an_optimizer_itself(model, save, checkpoint):
