@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
-import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -84,6 +82,8 @@ def check_text(path: str, text: str, settings: Settings, mode: Mode, project=Non
     result = fix_source(path, text, settings, mode.unsafe_fixes, project)
     report = FileReport(path, result.text, result.remaining, result.fixed)
     if mode.diff and result.text != text:
+        import difflib  # (start-up: imported where a diff is asked for)
+
         report.diff = "".join(difflib.unified_diff(text.splitlines(True), result.text.splitlines(True), f"a/{path}", f"b/{path}"))
     return report
 
@@ -106,6 +106,8 @@ def _internal_error_report(path: str, text: str, error: BaseException, traceback
 def _short_traceback(error: BaseException) -> str:
     """The innermost frames, without the exceptions it interrupted: LibCST's messages can print
     whole syntax trees."""
+    import traceback  # (start-up: imported where an internal error needs it)
+
     lines = traceback.format_exception(type(error), error, error.__traceback__, limit=-25, chain=False)
     text = "".join(lines)
     return text if len(text) < 20_000 else text[:10_000] + "\n[...]\n" + text[-10_000:]

@@ -6,7 +6,6 @@ import ast
 import gc
 import re
 import sys
-import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
@@ -350,6 +349,8 @@ def _unparsable(source: Source, row: int, column: int, message: str) -> Diagnost
 
 def internal_error(path: str, error: BaseException) -> Diagnostic:
     """SL000 for a file whose analysis or fixing raised: one line, at the top of the file."""
+    import traceback  # (start-up: imported where an internal error needs it)
+
     summary = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0][:200]
     rule = all_rules()[INTERNAL_ERROR]
     message = f"Internal error, this file was not checked: {summary} (please report it, with the traceback `steplint check -v` prints)"

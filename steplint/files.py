@@ -6,7 +6,6 @@ import codecs
 import errno
 import os
 import stat
-import tempfile
 import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
@@ -110,6 +109,8 @@ def write_text(path: str, file: TextFile, text: str) -> None:
             original = os.stat(target)
             if original.st_nlink == 1:
                 where = "its folder"
+                import tempfile  # (start-up: imported where a fix writes a file)
+
                 handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".steplint-", suffix=".tmp")
                 where = "the file"
                 with os.fdopen(handle, "wb") as out:

@@ -9,7 +9,6 @@ while the others waited) or each file was parsed twice.
 from __future__ import annotations
 
 import gc
-import pickle
 import signal
 import threading
 from collections import deque
@@ -96,7 +95,7 @@ class Pool:
                     feed(worker)
                     continue
                 feed(worker)  # (its next task first: the worker computes while this process unpickles)
-                done[index] = pickle.loads(result)
+                done[index] = _unpickled(result)
             while following in done:
                 succeeded, value = done.pop(following)
                 following += 1
@@ -194,3 +193,9 @@ def _serve_tasks(connection: Connection, prepare: Optional[Callable[[], None]]) 
             connection.send(result)
         except Exception as error:  # an unpicklable result or exception
             connection.send((False, RuntimeError(f"{type(error).__name__}: {error}")))
+
+
+def _unpickled(data: bytes):
+    import pickle  # (start-up: only a run that uses workers unpickles their results)
+
+    return pickle.loads(data)

@@ -49,3 +49,15 @@ def test_a_notebook_and_an_ignore_file_bring_them_in(tmp_path):
     (tmp_path / ".git").mkdir()
     assert loads("steplint.notebook", ["check", "--no-cache", "."], tmp_path) == ("0", True)
     assert loads("pathspec", ["check", "--no-cache", "."], tmp_path) == ("0", True)
+
+
+def test_the_registry_read_from_the_declarations_is_what_the_rule_modules_declare():
+    import importlib
+
+    from steplint.rule import Rule, all_rules
+
+    registry = all_rules()
+    for found in registry.values():
+        declared = [r for r in vars(importlib.import_module(found.module)).values() if isinstance(r, Rule) and r.code == found.code]
+        assert [(r.code, r.name, r.summary, r.fix, r.doc) for r in declared] == [(found.code, found.name, found.summary, found.fix, found.doc)]
+    assert len(registry) == len({r.module for r in registry.values()})  # (one rule per module)
