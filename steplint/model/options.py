@@ -428,9 +428,16 @@ class CommandLine:
             if len(values) != 1 or values[0] is None:
                 break
             expr, scope = values[0], owner
+        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):  # (`use_amp = bool(cfg_get(...)) and on_cuda`)
+            return next((found for side in conjuncts(expr) if (found := self.unproven(side, scope))), None)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "bool" and len(expr.args) == 1:
+            return self.unproven(expr.args[0].value, scope)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" and expr.args:
             default = literal(expr.args[1].value) if len(expr.args) > 1 else None
             keys = [literal(expr.args[0].value)] if default in (None, False, 0) else []
+        elif isinstance(expr, cst.Call) and len(expr.args) >= 3 and isinstance(literal(expr.args[-2].value), str):
+            # (`getattr(config, "fp16", False)`, or a helper that reads a key with a default: `_cfg(config, "mixed_precision", False)`)
+            keys = [literal(expr.args[-2].value)] if literal(expr.args[-1].value) in (None, False, 0) else []
         else:
             keys = _key_path(expr)[1:]
         key = keys[-1] if keys and isinstance(keys[-1], str) else None
