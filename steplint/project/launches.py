@@ -48,7 +48,7 @@ _SECTION = re.compile(r"^[ \t]*\[+[ \t]*([\w.-]+)[ \t]*\]+")
 # `key=true` as a word of a launch line (Hydra's `++train_conf.use_fp16=true`), or set true in the code
 # (`fp16_run=True`, `cfg.amp = True`, `config["amp"] = True`): found by the value, then the key before it
 # (led by a literal: 15x faster than one pattern that starts at every word)
-_TRUE_VALUE = re.compile(r"=[ \t]*(?:true|True|1)\b")
+_TRUE_VALUE = re.compile(r"=[ \t]*(?:true|True|1|not)\b")  # (`amp = not args.no_amp`: true unless what it negates is set)
 _KEY_BEFORE = re.compile(r"""([A-Za-z_][\w-]*)["']?\]?(?:[ \t]*:[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?)?[ \t]*$""")  # (also `amp: bool = True`)
 # ...and as a dict entry (`{"fp16": True}`), or an argparse option that is on unless a run turns it off
 _FIELD_TRUE = re.compile(r"^[ \t]+([A-Za-z_]\w*)[ \t]*:[ \t]*bool[ \t]*=[ \t]*True\b", re.M)  # a class field's default (`fp16: bool = True`)
@@ -417,7 +417,7 @@ def _resolve_wrappers(found: Launches) -> None:
 
 def keys_set_true(text: str, declarations: bool = True) -> Set[str]:
     """The keys `text` sets true as `key=true`, `key = True`, `amp: bool = True`, `cfg["key"] = 1`,
-    `{"key": True}`, or (`declarations`) declares true (`add_argument("--key", default=True)`); `-` written `_`."""
+    `{"key": True}`, `args["amp"] = not args["no_amp"]`, or (`declarations`) declares true (`add_argument("--key", default=True)`); `-` written `_`."""
     found = set()
     for match in _TRUE_VALUE.finditer(text):
         if text[match.start() - 1:match.start()] not in ("=", "!", "<", ">"):  # (not `==`, `!=`, `<=`, `>=`)
