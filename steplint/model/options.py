@@ -406,7 +406,7 @@ class CommandLine:
         finally:
             self._only_line = None
 
-    def unproven(self, expr: Optional[cst.BaseExpression], scope=None) -> Optional[str]:
+    def unproven(self, expr: Optional[cst.BaseExpression], scope=None, depth: int = 0) -> Optional[str]:
         """`unproven:KEY` for a switch of loss scaling (`GradScaler(enabled=cfg.train.use_amp)`) that nothing
         the project shows turns on: its value as run is not known, and its key (`use_amp`, or `fp16` of
         `kwargs.get("fp16", False)`) is not an option a launch gives or declares true, and no config file,
@@ -428,10 +428,10 @@ class CommandLine:
             if len(values) != 1 or values[0] is None:
                 break
             expr, scope = values[0], owner
-        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):  # (`use_amp = bool(cfg_get(...)) and on_cuda`)
-            return next((found for side in conjuncts(expr) if (found := self.unproven(side, scope))), None)
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "bool" and len(expr.args) == 1:
-            return self.unproven(expr.args[0].value, scope)
+        if depth < 3 and isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):  # (`use_amp = bool(cfg_get(...)) and on_cuda`)
+            return next((found for side in conjuncts(expr) if (found := self.unproven(side, scope, depth + 1))), None)
+        if depth < 3 and isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "bool" and len(expr.args) == 1:
+            return self.unproven(expr.args[0].value, scope, depth + 1)  # (bounded: `fp16_run = bool(fp16_run)` names itself)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" and expr.args:
             default = literal(expr.args[1].value) if len(expr.args) > 1 else None
             keys = [literal(expr.args[0].value)] if default in (None, False, 0) else []
