@@ -51,6 +51,7 @@ import libcst as cst
 from steplint.fixes import SAFE, Fix
 from steplint.model import CLIP, SCALED_BACKWARD, SKIPPABLE_STEP, UNSCALE
 from steplint.model.roles import SCALER
+from steplint.model.structure import shared_loops
 from steplint.model.syntax import walk_expressions
 from steplint.rewrite import insert_before, is_grad_scaler, lone_statement, move_to
 from steplint.rule import Finding, rule
@@ -105,19 +106,9 @@ def _micro_batch_backwards(model, clip):
     before the loop that clips and steps each model."""
     return [
         b for b in model.of_kind(SCALED_BACKWARD)
-        if b.site.scope is clip.site.scope and b.order < clip.order and len(b.site.loops) > _shared_loops(b.site, clip.site)
+        if b.site.scope is clip.site.scope and b.order < clip.order and len(b.site.loops) > shared_loops(b.site, clip.site)
         and not model.passes.exclusive(b.site, clip.site)
     ]
-
-
-def _shared_loops(first, second) -> int:
-    """How many enclosing loops, from the outermost, two sites share."""
-    shared = 0
-    for x, y in zip(first.loops, second.loops):
-        if x is not y:
-            break
-        shared += 1
-    return shared
 
 
 def _move_before(model, unscale, clip, text):

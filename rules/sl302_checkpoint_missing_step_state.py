@@ -89,11 +89,7 @@ import libcst as cst
 
 from steplint import effects
 from steplint.fixes import UNSAFE, Edit, Fix
-from steplint.effects import ACCELERATOR
-from steplint.model import CHECKPOINT_SAVE, SCHEDULER_STEP
-from steplint.model.roles import SCHEDULER
-from steplint.model.schedules import never_moves
-from steplint.model.syntax import last_name
+from steplint.model import CHECKPOINT_SAVE
 from steplint.rule import Finding, rule
 
 
@@ -161,23 +157,13 @@ OPTIMIZER = "optimizer"
 
 
 def _schedulers_save_state_leaves_out(model):
-    """`accelerator.save_state(...)` writes what `prepare` was given and what is registered for checkpointing: a
-    scheduler the function steps (one that moves) and never prepared, registered, stored or restored by
-    hand is not in it. Reported at the first such save that may run, with no fix (prepare it, or register it)."""
-    if any(last_name(call.func) == "register_for_checkpointing" for call, _ in model.structure.calls):
-        return
-    held = {key for save in model.of_kind(CHECKPOINT_SAVE) if (checkpoint := model.state.checkpoint(save)) is not None
-            for keys in checkpoint.holds.values() for key in keys}
+    """`accelerator.save_state(...)` in a function that steps a scheduler the state leaves out
+    (State.left_out_of_saved_state): reported at the first such save of the function that may run, with no fix."""
     reported = set()
-    for call, site in model.structure.calls:
-        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_state" and model.roles.is_(call.func.value, site.scope, ACCELERATOR)):
-            continue
+    for call, site in model.state.accelerate_states["save_state"]:
         if id(site.scope) in reported or model.roles.command_line.never_runs(site) is not None:
             continue
-        steps = {model.roles.key(e.subject, e.site.scope): e for e in model.of_kind(SCHEDULER_STEP) if e.site.scope is site.scope and e.subject is not None}
-        left_out = sorted(key for key, step in steps.items() if key and step.role is not None and step.role.kind == SCHEDULER and not (
-            step.role.prepared or step.role.engine_owned or step.role.metric or step.explicit_position) and key not in held
-            and not model.state.loaded(key) and key not in model.state.positioned_on_resume and not never_moves(model, step))
+        left_out = model.state.left_out_of_saved_state(site)
         if left_out:
             reported.add(id(site.scope))
             listed = ", ".join(f"`{key.split(':', 1)[1]}`" for key in left_out)

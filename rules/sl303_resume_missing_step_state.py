@@ -104,7 +104,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from steplint.fixes import SAFE, Fix
-from steplint.model import COUNTER_INCREMENT, STATE_LOAD
+from steplint.model import STATE_LOAD
 from steplint.model.roles import OPTIMIZER
 from steplint.rewrite import insert_after
 from steplint.rule import Finding, rule
@@ -128,7 +128,7 @@ def check(model):
         state = model.state.step_state(load.site.scope)
         restoring = model.roles.key(load.subject, load.site.scope) if load.subject is not None else None
         missing = [(k, key) for k in ("scheduler", "scaler") for key in state[k] if not model.state.loaded(key) and model.state.moves_with(key, [restoring])]
-        missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored and not _advanced_only_before(model, load, key)]
+        missing += [("counter", key) for key in state["counter"] if key in saved and key not in restored and not model.counters.advanced_only_before(key, load.site)]
         # (the position of a schedule the restored optimizer keeps inside: its load_state_dict() does not bring it back)
         missing += [("position", key) for key in state["position"] if key not in restored and model.state.optimizer_of_position(key) == restoring]
         helper = restoring_here.get(load.via.via) if load.via is not None else None
@@ -172,14 +172,6 @@ def check(model):
             f"so the resumed run starts {'them' if len(counters) > 1 else 'it'} over; set {'them' if len(counters) > 1 else 'it'} back after the load "
             "(from the checkpoint's name, or an object registered with `register_for_checkpointing`)"
         ))
-
-
-def _advanced_only_before(model, load, key):
-    """Every advance of the counter is in the resume's own function, before it (a notebook-like script whose
-    resume section comes after its training loop): no run goes on counting after this resume."""
-    advances = [e for e in model.of_kind(COUNTER_INCREMENT) if model.roles.key(e.subject, e.site.scope) == key]
-    return bool(advances) and all(e.site.scope is load.site.scope and e.order < load.order and not any(
-        loop is around for loop in load.site.loops for around in e.site.loops) for e in advances)
 
 
 def _repeated(model, earlier, site):

@@ -59,16 +59,15 @@ when an object whose state it restores is built again after the restore; and a l
 import libcst as cst
 
 from steplint.fixes import SAFE, UNSAFE, Edit, Fix
-from steplint.model import COLLECTIVE, COUNTER_INCREMENT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, STATE_LOAD
+from steplint.model import COLLECTIVE, COUNTER_INCREMENT, SCHEDULER_STEP, STATE_LOAD
 from steplint.model.roles import NAME, SCHEDULER
 from steplint.model.guards import RANK
-from steplint.model.syntax import bound_names, conjuncts, last_name, walk_expressions
+from steplint.model.syntax import bound_names, last_name, walk_expressions
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
 _WAITS = {"wait_for_everyone", "barrier"}
 
-STEPS = (SKIPPABLE_STEP, OPTIMIZER_STEP, SCHEDULER_STEP)
 
 
 @rule("SL402", "rank-conditional-schedule", "Schedule state advances on some ranks only", fix="sometimes")
@@ -82,7 +81,7 @@ def check(model):
     for event in model.of_kind(SCHEDULER_STEP, COUNTER_INCREMENT):
         if event.kind == SCHEDULER_STEP and (event.role is None or event.role.engine_owned):
             continue
-        if event.kind == COUNTER_INCREMENT and not _in_a_training_pass(model, event):
+        if event.kind == COUNTER_INCREMENT and not model.counters.in_a_training_pass(event):
             continue  # (a loop index of a helper, or of a search loop beside the training, with no training step of its own is not a schedule)
         # (a rank that raises ends the run, for every rank: no rank goes on with another count)
         # (a rank test that holds on every rank as run, `if args.eval_first and is_main_process(): return` with no run
@@ -108,14 +107,6 @@ def check(model):
         yield Finding(event.node, message, _out_of_rank_block(model, event, ranks[-1], name, SAFE))
 
 
-def _in_a_training_pass(model, increment) -> bool:
-    """A step of training (an update or a scheduler step) runs in the loop the counter advances in (or, for a counter
-    outside loops, in its function): `i += 1` in a `while` that picks a data subset on the main process counts no step."""
-    steps = model.events_in(increment.site.scope, *STEPS)
-    loop = increment.site.loop
-    return any(any(around is loop for around in step.site.loops) for step in steps) if loop is not None else bool(steps)
-
-
 def _stepped_on_the_other_ranks(model, step, rank):
     """The same scheduler also steps, in the same function, under the opposite rank test: `if rank == 0:` anneals
     it after an evaluation, and `if rank != 0:` mirrors that on the other ranks (told through a file, a
@@ -124,34 +115,9 @@ def _stepped_on_the_other_ranks(model, step, rank):
     for other in model.of_kind(SCHEDULER_STEP):
         if other is step or other.site.scope is not step.site.scope or key is None or model.roles.key(other.subject, other.site.scope) != key:
             continue
-        if any(_opposite_rank_tests(rank, guard) for guard in model.guards.of_kind(other.site, RANK)):
+        if any(model.guards.on_complementary_ranks(rank, guard) for guard in model.guards.of_kind(other.site, RANK)):
             return True
     return False
-
-
-def _opposite_rank_tests(first, second) -> bool:
-    """Two rank guards that hold on complementary ranks: the same test taken both ways (`if is_main:` / its
-    `else`), or the same comparison with `==` and `!=` (`rank == 0` / `... and rank != 0`)."""
-    if first.test.deep_equals(second.test):
-        return first.negated != second.negated
-    for left in _rank_comparisons(first):
-        for right in _rank_comparisons(second):
-            if left[0].deep_equals(right[0]) and left[1] != right[1]:
-                return True
-    return False
-
-
-def _rank_comparisons(guard):
-    """(`rank == 0` with its operator as `==`, whether it holds where the guard lets its statement run) for each
-    equality test of the guard's conjuncts, when the guard is not negated (a negated conjunction says nothing of each part)."""
-    if guard.negated:
-        return []
-    found = []
-    for conjunct in conjuncts(guard.test):
-        if isinstance(conjunct, cst.Comparison) and len(conjunct.comparisons) == 1 and isinstance(conjunct.comparisons[0].operator, (cst.Equal, cst.NotEqual)):
-            equal = isinstance(conjunct.comparisons[0].operator, cst.Equal)
-            found.append((conjunct.with_changes(comparisons=[conjunct.comparisons[0].with_changes(operator=cst.Equal())]), equal))
-    return found
 
 
 def _restored_on_some_ranks(model):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, SCHEDULER_STEP, Event
+from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, Event
 from steplint.model.guards import MODULO, WINDOW_BOUNDARY
 from steplint.model.schedules import never_moves, sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
 from steplint.model.structure import Scope, Site
@@ -69,6 +69,27 @@ class Counters:
         found: Dict[int, List[Event]] = defaultdict(list)
         for increment in self.model.of_kind(COUNTER_INCREMENT):
             found[id(increment.site.loop)].append(increment)
+        return found
+
+    def in_a_training_pass(self, increment: Event) -> bool:
+        """An update or a scheduler step runs in the loop the counter advances in (or, for a counter outside
+        loops, in its function): `i += 1` in a `while` that picks a data subset on the main process counts no step."""
+        steps = self.model.events_in(increment.site.scope, SKIPPABLE_STEP, OPTIMIZER_STEP, SCHEDULER_STEP)
+        loop = increment.site.loop
+        return any(any(around is loop for around in step.site.loops) for step in steps) if loop is not None else bool(steps)
+
+    def advanced_only_before(self, key: str, site: Site) -> bool:
+        """Every advance of the counter `key` is in the function of `site`, before it and in no loop around it (a
+        notebook-like script whose resume section comes after its training loop): nothing counts on after `site`."""
+        advances = self._increments_by_key.get(key, ())
+        return bool(advances) and all(e.site.scope is site.scope and e.order < site.order and not any(
+            loop is around for loop in site.loops for around in e.site.loops) for e in advances)
+
+    @cached_property
+    def _increments_by_key(self) -> Dict[str, List[Event]]:
+        found: Dict[str, List[Event]] = defaultdict(list)
+        for increment in self.model.of_kind(COUNTER_INCREMENT):
+            found[self.model.roles.key(increment.subject, increment.site.scope)].append(increment)
         return found
 
     @staticmethod

@@ -237,6 +237,15 @@ class Guards:
                 parts.add(("not " if flipped else "") + text)
         return (" and ".join(sorted(parts)), False) if tied else None
 
+    def on_complementary_ranks(self, first: Guard, second: Guard) -> bool:
+        """Two rank guards that hold on complementary ranks: one condition taken both ways (`if is_main:` and its
+        `else`, or `if not is_main:`), or a conjunct of each that is one equality written with `==` and with `!=`
+        (`rank == 0` / `... and rank != 0`)."""
+        (text, flipped), (other, other_flipped) = self.condition(first.test), self.condition(second.test)
+        if text == other:
+            return flipped ^ first.negated != other_flipped ^ second.negated
+        return bool(_equalities(self.model.module, first) & {(test, not holds) for test, holds in _equalities(self.model.module, second)})
+
     def unchanged(self, first: Guard, second: Guard, scope: Scope) -> bool:
         """No name the condition reads is assigned between its two tests."""
         orders = sorted(self.model.structure.site_of[id(g.test)].order for g in (first, second) if id(g.test) in self.model.structure.site_of)
@@ -556,6 +565,17 @@ def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
             break
     text = module.code_for_node(test.with_changes(lpar=(), rpar=())) if hasattr(test, "lpar") else module.code_for_node(test)
     return " ".join(text.split()), flipped
+
+
+def _equalities(module: cst.Module, guard: Guard) -> Set[tuple]:
+    """(`a == b` as written once for both operators, whether it holds where the guard lets its statement run) for
+    each `==` or `!=` conjunct of a guard that is not negated (a negated conjunction says nothing of each part)."""
+    found = set()
+    for conjunct in () if guard.negated else conjuncts(guard.test):
+        if isinstance(conjunct, cst.Comparison) and len(conjunct.comparisons) == 1 and isinstance(conjunct.comparisons[0].operator, (cst.Equal, cst.NotEqual)):
+            equal = conjunct.with_changes(comparisons=[conjunct.comparisons[0].with_changes(operator=cst.Equal())])
+            found.add((_condition(module, equal)[0], isinstance(conjunct.comparisons[0].operator, cst.Equal)))
+    return found
 
 
 def _is_not_none(test: cst.BaseExpression) -> bool:

@@ -527,21 +527,52 @@ class State:
         return found
 
     @cached_property
+    def accelerate_states(self) -> Dict[str, List[Tuple[cst.Call, "Site"]]]:
+        """The `load_state(...)` and `save_state(...)` calls of the module's Accelerators, by method."""
+        found: Dict[str, List[Tuple[cst.Call, "Site"]]] = {"load_state": [], "save_state": []}
+        for call, site in self.model.structure.calls:
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in found and self.model.roles.is_(call.func.value, site.scope, ACCELERATOR):
+                found[call.func.attr.value].append((call, site))
+        return found
+
+    @cached_property
+    def registers_for_checkpointing(self) -> bool:
+        """An object of the module's own is registered with accelerate (`register_for_checkpointing`): its
+        states carry what that object holds, counters and schedules included."""
+        return any(last_name(call.func) == "register_for_checkpointing" for call, _ in self.model.structure.calls)
+
+    def left_out_of_saved_state(self, site: "Site") -> List[str]:
+        """The schedulers the function of an `accelerator.save_state(...)` at `site` steps (ones that move) that the
+        state it writes leaves out: never handed to `prepare`, nor registered, nor stored in a checkpoint of the
+        module, nor restored or positioned by hand. (What accelerate saves: what `prepare` was given and what is
+        registered for checkpointing.)"""
+        if self.registers_for_checkpointing:
+            return []
+        held = self._held_by_checkpoints
+        steps = {self.model.roles.key(e.subject, e.site.scope): e for e in self.model.of_kind(SCHEDULER_STEP) if e.site.scope is site.scope and e.subject is not None}
+        return sorted(key for key, step in steps.items() if key and step.role is not None and step.role.kind == SCHEDULER and not (
+            step.role.prepared or step.role.engine_owned or step.role.metric or step.explicit_position) and key not in held
+            and not self.loaded(key) and key not in self.positioned_on_resume and not never_moves(self.model, step))
+
+    @cached_property
+    def _held_by_checkpoints(self) -> Set[str]:
+        return {key for save in self.model.of_kind(CHECKPOINT_SAVE) if (checkpoint := self.checkpoint(save)) is not None
+                for keys in checkpoint.holds.values() for key in keys}
+
+    @cached_property
     def framework_resumes(self) -> List[Tuple[cst.Call, "Site", List[str]]]:
         """(call, site, counters) for each `accelerator.load_state(...)`: it restores every prepared object
         (optimizer, scheduler, scaler) and no counter of the loop. The update counters of its function that
         nothing sets after it (from the checkpoint's name, `completed_steps = resume_step // accum`, or a
         file) restart at their initial value. None where an object of the module's own is registered for
         checkpointing (it may carry the counters)."""
-        calls = [(call, site) for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute)
-                 and call.func.attr.value == "load_state" and self.model.roles.is_(call.func.value, site.scope, ACCELERATOR)]
-        if not calls or any(last_name(call.func) == "register_for_checkpointing" for call, _ in self.model.structure.calls):
+        calls = self.accelerate_states["load_state"]
+        if not calls or self.registers_for_checkpointing:
             return []
         # (a module that writes its states only under tests no launch passes, `if args.checkpointing_steps == "epoch":`
         # with no launch giving it, writes none: no run leaves a state of it to resume from)
-        saves = [site for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_state"
-                 and self.model.roles.is_(call.func.value, site.scope, ACCELERATOR)]
-        if saves and all(self.model.roles.command_line.never_runs(site) is not None for site in saves):
+        saves = self.accelerate_states["save_state"]
+        if saves and all(self.model.roles.command_line.never_runs(site) is not None for _, site in saves):
             return []
         found = []
         for call, site in calls:

@@ -85,6 +85,16 @@ class Site:
         return self.loops[-1] if self.loops else None
 
 
+def shared_loops(first: Site, second: Site) -> int:
+    """How many enclosing loops, from the outermost, two sites share."""
+    shared = 0
+    for x, y in zip(first.loops, second.loops):
+        if x is not y:
+            break
+        shared += 1
+    return shared
+
+
 @dataclass
 class Structure:
     scopes: List[Scope] = field(default_factory=list)

@@ -241,18 +241,14 @@ class ProjectIndex:
             return
         self._calls_linked = True
         for path, function, call, (target_path, target, _) in self._resolved_calls:
-            passed = self._passed.setdefault((target_path, target.name), {})
+            callee = (target_path, target.name)
             for param, value in _values_bound(call, target):
-                passed[param] = value if passed.get(param, value) == value else None
-            handed = self._handed_schedules.setdefault((target_path, target.name), {})
+                _agree(self._passed, callee, param, value)
             for param, built in _classes_bound(call, target):
-                inner = self._inner_schedule_of(path, built) if built else None
-                handed[param] = inner if handed.get(param, inner) == inner else None
-            constructors = self._handed_constructors.setdefault((target_path, target.name), {})
+                _agree(self._handed_schedules, callee, param, self._inner_schedule_of(path, built) if built else None)
             for param, place in () if call.starred else _bound(call, target):
                 if place in call.constructors:  # (a scheduler, handed by a call that may run: `None` in an evaluation script hands none)
-                    built = call.constructors[place] or None
-                    constructors[param] = built if constructors.get(param, built) == built else None
+                    _agree(self._handed_constructors, callee, param, call.constructors[place] or None)
             self._called.add((target_path, target.name))
             if target_path != path:
                 self._called_elsewhere.add((target_path, target.name))
@@ -273,8 +269,7 @@ class ProjectIndex:
         """Function -> parameter -> the integer every call of the project leaves it at (passes it as
         written, or leaves it to its integer default): `Trainer(..., grad_accumulation_steps=1)`."""
         self._link_calls()
-        functions = self.modules[path].functions
-        return {name: values for name in functions if (values := {p: v for p, v in self._passed.get((path, name), {}).items() if v is not None})}
+        return _agreed(self._passed, path, self.modules[path].functions)
 
     def context_for(self, path: str) -> Optional[ModuleContext]:
         module = self.modules.get(path)
@@ -304,7 +299,7 @@ class ProjectIndex:
             **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
             scheduler_methods=self._scheduler_methods, inner_schedules=self._inner_schedules_called(path),
             parameter_inner_schedules=self.parameter_inner_schedules(path),
-            parameter_constructors={name: found for name in module.functions if (found := {p: v for p, v in self._handed_constructors.get((path, name), {}).items() if v})},
+            parameter_constructors=_agreed(self._handed_constructors, path, module.functions),
         )
 
     def _inner_schedules_called(self, path: str) -> Dict[str, list]:
@@ -328,8 +323,7 @@ class ProjectIndex:
     def parameter_inner_schedules(self, path: str) -> Dict[str, Dict[str, list]]:
         """Function -> parameter -> the inner schedule of the object every call of the project hands it."""
         self._link_calls()
-        functions = self.modules[path].functions
-        return {name: found for name in functions if (found := {p: v for p, v in self._handed_schedules.get((path, name), {}).items() if v})}
+        return _agreed(self._handed_schedules, path, self.modules[path].functions)
 
     @cached_property
     def _scheduler_methods(self) -> List[str]:
@@ -489,6 +483,17 @@ def _bindings(call: s.CallRecord, target: s.FunctionSummary):
     for name, argument in call.kwargs.items():
         if name in target.params:
             yield name, argument, call.kwarg_roles.get(name)
+
+
+def _agree(table: Dict[Tuple[str, str], Dict[str, object]], callee: Tuple[str, str], param: str, value: object) -> None:
+    """Note what one call hands a parameter: kept while every call hands the same, None once two differ."""
+    handed = table.setdefault(callee, {})
+    handed[param] = value if handed.get(param, value) == value else None
+
+
+def _agreed(table: Dict[Tuple[str, str], Dict[str, object]], path: str, functions) -> Dict[str, Dict[str, object]]:
+    """Function of module `path` -> parameter -> what every call hands it, where calls agree on something."""
+    return {name: found for name in functions if (found := {p: v for p, v in table.get((path, name), {}).items() if v is not None})}
 
 
 def _bound(call: s.CallRecord, target: s.FunctionSummary):
