@@ -36,7 +36,10 @@ it off.
 ## Fix safety
 Safe: `scaler.unscale_(optimizer)` is inserted before the clip; `scaler.step` then does not unscale
 again. Where the code already calls `unscale_` after the clip, that call is moved up instead (a
-second call raises `unscale_() has already been called`); both shapes are proven by a runtime test.
+second call raises `unscale_() has already been called`); both shapes are proven by a runtime test, and so
+is a backward scaled in an earlier loop of the pass. No fix when the backward is scaled only under a test the
+clip does not run under (`if use_amp: scaler.scale(loss).backward() else: loss.backward()`): an inserted
+`unscale_` would run where nothing was scaled, and raise (or divide unscaled gradients by the scale).
 Like every fix, it is checked on the text it would write (steplint/preconditions.py): it is dropped, and the
 diagnostic says why, when the fixed module would not parse, when a name it inserts a read of may be unbound there, or
 when an object whose state it restores is built again after the restore; and a later round of
@@ -77,10 +80,27 @@ def check(model):
         elif later:
             # a second unscale_ would raise "unscale_() has already been called": move the one there is
             fix = _move_before(model, later[0], clip, model.text.of(later[0].node))
+        elif (conditional := _scaled_on_some_paths_only(model, scaled, clip)) is not None:
+            # (where the backward did not go through the scaler, `unscale_` raises, or divides unscaled gradients)
+            yield Finding(clip.node, f"Clipping gradients that are still multiplied by the loss scale; call `{line}` first, where the backward "
+                                     f"was scaled (no fix: it is scaled only under `{conditional}`, and the clip runs on every path)")
+            continue
         else:
             edit = insert_before(model, clip.site, line)
             fix = Fix(f"Insert `{line}` before clipping", SAFE, (edit,)) if edit else None
         yield Finding(clip.node, f"Clipping gradients that are still multiplied by the loss scale; call `{line}` first", fix)
+
+
+def _scaled_on_some_paths_only(model, scaled, clip):
+    """The test (as written) under which a scaled backward before the clip runs and the clip does not (`if
+    use_amp: scaler.scale(loss).backward() else: loss.backward()`, then a clip on both paths): an inserted
+    `unscale_` would run where nothing was scaled. None when every such backward runs wherever the clip does."""
+    around = {(id(g.test), g.negated) for g in clip.site.guards}
+    for backward in scaled:
+        for guard in backward.site.guards:
+            if not guard.early_exit and (id(guard.test), guard.negated) not in around:
+                return ("not " if guard.negated else "") + model.text.of(guard.test)
+    return None
 
 
 def _in_scaled_units(model, clip):
