@@ -5,10 +5,12 @@ Reports a file that steplint cannot read, decode or parse, with the parser's lin
 A file that does not parse cannot be checked: its training loop may hold any of the problems the
 other rules find. steplint reports it and goes on with the other files.
 
-Syntax newer than the Python that runs steplint is no error: where the project targets a newer Python
-(`requires-python`, or `target-version`), and, under Python 3.11 or older, for an f-string Python 3.12
-accepts (quotes or line breaks inside its braces, PEP 701), the file is left unanalysed with a warning
-that says which Python can check it.
+Syntax newer than the Python that runs steplint is no error. Under Python 3.11 or older, a file in
+Python 3.12's grammar (quotes or line breaks inside an f-string's braces, PEP 701; `type` statements;
+generic functions and classes) is analysed on LibCST's parse alone, and its findings carry no fix (the
+Python that would check the fix cannot parse the module). Where the project declares an older Python
+(`requires-python`, or `target-version`), that syntax breaks the project's own Python, and is reported;
+an f-string there is left unanalysed with a warning that says which Python can check it.
 
 ## Example
 ```python

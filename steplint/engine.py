@@ -15,7 +15,7 @@ from steplint.config import Settings
 from steplint.diagnostic import Diagnostic
 from steplint.fixes import SAFE, Fix, apply_edits, normalized, reparses, select_non_overlapping
 from steplint.rule import Rule, all_rules
-from steplint.source import Source, code_text, parse_python, parser_text
+from steplint.source import RUNNING_PYTHON, Source, code_text, newer_grammar, parse_python, parser_text
 from steplint.suppress import Comments, comments, removal_edit, suppressing, unused_codes
 
 if TYPE_CHECKING:
@@ -113,7 +113,10 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
     # Every file gets Python's syntax check, also those the prefilter skips: Python's parser is fast,
     # and its tree tells the positions of reported statements later.
     python_tree = parse_python(text, path)
-    if isinstance(python_tree, Exception):
+    python_error = python_tree if isinstance(python_tree, Exception) else None
+    if python_error is not None and not _targets_older_grammar(settings) and newer_grammar(text, python_error):
+        python_tree = None  # (analysed on LibCST's parse alone; the fixes, which Python must check, are not offered)
+    elif python_error is not None:
         newer = _newer_target(settings)
         if newer and isinstance(python_tree, SyntaxError) and python_tree.lineno is not None:
             # Not broken, perhaps: this interpreter's grammar is older than the project's.
@@ -131,7 +134,7 @@ def analyse_source(path: str, text: str, settings: Settings, project=None) -> Tu
     if not needs_analysis(text) and not acts_through_the_project(project):
         return None, []
     # (a parse the project index kept: it checked the bound before parsing)
-    skipped = analysis_bound(text, python_tree) if not _is_kept(path, text) else None
+    skipped = analysis_bound(text, python_tree or python_error) if not _is_kept(path, text) else None
     if skipped is not None:
         _UNANALYSED[path] = skipped
         return None, []
@@ -315,7 +318,10 @@ def _diagnostic(source: Source, rule, message: str, start: int, end: int, fix, n
                       evidence=evidence)
 
 
-RUNNING_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+def _targets_older_grammar(settings: Settings) -> bool:
+    """The project declares a Python older than 3.12, for which newer syntax is an error."""
+    target = settings.target_version
+    return target is not None and tuple(int(p) for p in target.split(".")) < (3, 12)
 
 
 def _newer_target(settings: Settings) -> Optional[str]:

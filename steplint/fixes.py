@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 
-from steplint.source import parser_text, python_parse_error
+from steplint.source import newer_grammar, parser_text, python_parse_error
 
 SAFE = "safe"
 UNSAFE = "unsafe"
@@ -79,11 +79,13 @@ def select_non_overlapping(fixes: Sequence[Fix]) -> List[Fix]:
 
 
 def reparses(text: str) -> bool:
-    """Whether both LibCST and Python itself parse the text."""
+    """Whether both LibCST and Python itself parse the text (Python 3.12's grammar, where an older Python
+    runs steplint: see newer_grammar)."""
     import libcst as cst  # (not at import time: reports and cached checks need no parser)
 
     try:
         cst.parse_module(parser_text(text))
     except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError, ValueError):
         return False
-    return python_parse_error(text) is None
+    error = python_parse_error(text)
+    return error is None or newer_grammar(text, error)

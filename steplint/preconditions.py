@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 from steplint.fixes import Edit, Fix, apply_edits, normalized
+from steplint.source import RUNNING_PYTHON
 
 COMMITTED_STEP = "committed_step"
 RUNTIME_MODULE = "steplint.runtime"
@@ -196,6 +197,8 @@ def _chains(text: str) -> Iterator[str]:
 def violations(text: str, fix: Fix, original: Optional[Unfixed] = None) -> List[str]:
     """What keeps the fix from being offered, in words for the diagnostic; empty when nothing does."""
     original = original or unfixed(text)
+    if original.tree is None:
+        return [f"Python {RUNNING_PYTHON}, which runs steplint, cannot parse the module to check the fix; Python 3.12 or later can"]
     result = edited(text, fix.edits, original)
     if result is None:
         return ["the fixed module would not parse"]

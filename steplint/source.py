@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import warnings
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -113,6 +114,28 @@ def parse_python(text: str, path: str = "<unknown>") -> Union[ast.Module, Except
             return compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         return error
+
+
+RUNNING_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the Python that runs steplint, as messages name it
+
+
+# (errors of every Python that LibCST does not look for: a literal that does not decode, the parser's limits)
+_ERRORS_OF_EVERY_PYTHON = ("(unicode error)", "(value error)", "bytes can only contain", "too many ")
+
+
+def newer_grammar(text: str, error: Exception) -> bool:
+    """Python older than 3.12 rejects the text (`error`) and LibCST, whose grammar has Python 3.12's
+    additions (quotes, backslashes and line breaks inside an f-string's braces (PEP 701), `type`
+    statements, generic functions and classes), parses it: the syntax of a newer Python, not an error."""
+    if sys.version_info >= (3, 12) or not isinstance(error, SyntaxError) or (error.msg or "").startswith(_ERRORS_OF_EVERY_PYTHON):
+        return False
+    import libcst as cst
+
+    try:
+        cst.parse_module(parser_text(text))
+    except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
+        return False
+    return True
 
 
 def source_reader(texts: Mapping[str, str]) -> Callable[[str], Source]:

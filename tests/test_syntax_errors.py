@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from pathlib import Path
 
 from steplint.config import Settings
 from steplint.engine import lint_source
@@ -126,18 +127,25 @@ RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's grammar itself")
 @pytest.mark.parametrize("config", [("pyproject.toml", '[project]\nname = "demo"\nrequires-python = ">=3.12"\n'),
-                                    ("steplint.toml", 'target-version = "py312"\n')])
-def test_syntax_newer_than_the_running_python_is_said_so_not_called_broken(tmp_path, config):
-    (tmp_path / "generic.py").write_text(NEWER)
+                                    ("steplint.toml", 'target-version = "py312"\n'),
+                                    ("pyproject.toml", '[project]\nname = "demo"\n')])
+def test_syntax_newer_than_the_running_python_is_analysed_not_called_broken(tmp_path, config):
+    """Python 3.12's grammar (PEP 695 here) is checked on LibCST's parse where the project does not declare an
+    older Python; where it does, the file is broken for that Python."""
+    (tmp_path / "generic.py").write_text(NEWER + BUGGY)
     (tmp_path / "train.py").write_text(BUGGY)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\nrequires-python = ">=3.9"\n')
     broken = _check(tmp_path, ".")
     assert [d["code"] for d in json.loads(broken.stdout) if d["filename"].endswith("generic.py")] == ["SL001"]
     assert f"(checked with Python {RUNNING})" in json.loads(broken.stdout)[0]["message"]
     (tmp_path / config[0]).write_text(config[1])
     done = _check(tmp_path, ".")
-    assert done.returncode == 1 and [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout  # train.py's
-    assert f"generic.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse it" in done.stderr
-    assert "the project targets Python 3.12" in done.stderr
+    assert done.returncode == 1 and [(Path(d["filename"]).name, d["code"]) for d in json.loads(done.stdout)] == [("generic.py", "SL101"), ("train.py", "SL101")], done.stdout
+    assert "not analysed" not in done.stderr and "Traceback" not in done.stderr
+    [fixable] = [d for d in json.loads(done.stdout) if d["filename"].endswith("train.py")]
+    [unfixable] = [d for d in json.loads(done.stdout) if d["filename"].endswith("generic.py")]
+    assert fixable["fix"] is not None and unfixable["fix"] is None
+    assert f"no fix: Python {RUNNING}, which runs steplint, cannot parse the module to check the fix" in unfixable["message"]
 
 
 def test_the_target_version_setting_is_checked(tmp_path):
@@ -151,7 +159,7 @@ def test_the_target_version_setting_is_checked(tmp_path):
 @pytest.mark.parametrize("configured", ["no configuration", "steplint.toml at the root", "--config"])
 def test_each_file_is_checked_against_its_own_projects_python(tmp_path, configured):
     """Two sub-projects under one configuration: the new one's PEP 695 code is said to need its
-    Python, the old one's is a syntax error for the Python it declares."""
+    Python, and is analysed on LibCST's parse; the old one's is a syntax error for the Python it declares."""
     for project, required in (("new", ">=3.12"), ("old", ">=3.9")):
         (tmp_path / project).mkdir()
         (tmp_path / project / "pyproject.toml").write_text(f'[project]\nname = "{project}"\nrequires-python = "{required}"\n')
@@ -165,8 +173,7 @@ def test_each_file_is_checked_against_its_own_projects_python(tmp_path, configur
     reported = [(d["filename"].replace(str(tmp_path), ""), d["code"]) for d in json.loads(done.stdout)]
     assert reported == [("/old/generic.py", "SL001")], done.stdout
     assert f"(checked with Python {RUNNING})" in json.loads(done.stdout)[0]["message"]
-    assert f"new/generic.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse it" in done.stderr
-    assert "old/generic.py: not analysed" not in done.stderr
+    assert "not analysed" not in done.stderr
 
 
 @pytest.mark.parametrize("setting, root_python, sub_python", [("", "3.9", "3.12"), ('target-version = "py313"\n', "3.13", "3.13")])
@@ -182,10 +189,19 @@ def test_show_settings_gives_each_files_python(tmp_path, setting, root_python, s
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python parses 3.12's f-strings itself")
-def test_an_f_string_only_python_3_12_parses_is_said_so_not_called_broken(tmp_path):
-    """PEP 701: quotes inside an f-string's braces are valid from Python 3.12 on, whatever the project declares."""
-    (tmp_path / "report.py").write_text('def line(task):\n    return f"{task["name"]}: {task["loss"]:.3f}"\n')
+@pytest.mark.parametrize("declared", ["", 'requires-python = ">=3.9"\n'])
+def test_an_f_string_only_python_3_12_parses_is_not_called_broken(tmp_path, declared):
+    """PEP 701: quotes inside an f-string's braces are valid from Python 3.12 on. Where the project declares no
+    older Python the file is analysed; where it does, it is left unanalysed with a warning, as before."""
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "demo"\n{declared}')
+    report = 'def line(task):\n    return f"{task["name"]}: {task["loss"]:.3f}"\n'
+    (tmp_path / "report.py").write_text(report + BUGGY)
     (tmp_path / "train.py").write_text(BUGGY)
     done = _check(tmp_path, ".")
-    assert [d["code"] for d in json.loads(done.stdout)] == ["SL101"], done.stdout  # train.py's only
-    assert f"report.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse an f-string in it" in done.stderr
+    reported = [(Path(d["filename"]).name, d["code"]) for d in json.loads(done.stdout)]
+    if declared:
+        assert reported == [("train.py", "SL101")], done.stdout
+        assert f"report.py: not analysed: Python {RUNNING}, which runs steplint, cannot parse an f-string in it" in done.stderr
+    else:
+        assert reported == [("report.py", "SL101"), ("train.py", "SL101")], done.stdout
+        assert "not analysed" not in done.stderr

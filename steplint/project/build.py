@@ -22,7 +22,7 @@ from steplint.project.index import ProjectIndex
 from steplint.project.launches import CodeNotes, Launches, code_notes, is_python_config, read_launches
 from steplint.project.reach import connected_modules, imported_names, imports
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
-from steplint.source import Source, code_text, parse_python, parser_text
+from steplint.source import Source, code_text, newer_grammar, parse_python, parser_text
 
 MAX_PROJECT_FILES = 2000  # beyond this, the rest of a single file's project is not read (and we say so)
 MAX_FILE_BYTES = 1_000_000
@@ -355,7 +355,7 @@ def summarize_text(relative: str, text: str, settings, roles: Optional[ModuleCon
     from steplint.project.summarize import summarize
 
     python_tree = parse_python(text)
-    if isinstance(python_tree, Exception) or analysis_bound(text, python_tree) is not None:
+    if isinstance(python_tree, Exception) and not newer_grammar(text, python_tree) or analysis_bound(text, python_tree) is not None:
         return None  # its own lint says why it is not analysed (SL001, or a warning); the project knows nothing of it
     try:
         if keep_as is None:
