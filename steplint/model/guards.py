@@ -120,9 +120,12 @@ def condition_kinds(
     test: cst.BaseExpression,
     flag_kind: Callable[[cst.BaseExpression], FrozenSet[str]],
     is_scale_read: Callable[[cst.BaseExpression], bool],
+    set_to_literals: Callable[[cst.Name], bool] = lambda name: False,
 ) -> FrozenSet[str]:
     """Kinds of a condition. `flag_kind` gives the kinds of a name the code assigned a condition to;
-    `is_scale_read` tells a loss-scale read (`scaler.get_scale()` or a variable holding one)."""
+    `is_scale_read` tells a loss-scale read (`scaler.get_scale()` or a variable holding one);
+    `set_to_literals`, a flag the code sets to True and False only, whose kinds are those of the tests
+    it is set under (flag_kind), not its name's (`do_step = True` under `if not epoch_done:` is no window)."""
     kinds = set()
     for sub in walk_expressions(test):
         node = type(sub)  # (type tests: see steplint.model.syntax.dotted)
@@ -144,7 +147,7 @@ def condition_kinds(
             kinds.add(WINDOW_BOUNDARY if divides_by_window(sub) else MODULO)
         elif node is cst.Name or node is cst.Attribute:
             kind = _name_kind(last_name(sub) or "")
-            if kind is not None:
+            if kind is not None and not (kind == WINDOW_BOUNDARY and node is cst.Name and set_to_literals(sub)):
                 kinds.add(kind)
             if node is cst.Name:
                 kinds.update(flag_kind(sub))
@@ -370,6 +373,16 @@ class Guards:
             for target in assignment_targets(node)
         }
 
+    @cached_property
+    def _literal_flags(self) -> Set[object]:
+        """Keys of names the code assigns, and only ever to literals (`do_step = False`, `do_step = True`)."""
+        assigned = {
+            self.model.roles.key(node.targets[0].target, site.scope)
+            for node, site in self.model.structure.statements
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+        }
+        return assigned - self._computed_flags - {None}
+
     def classify(self, overflow_flags) -> None:
         """Give every test of the module its kinds (build time). Flags a `try` over an update keeps
         (`overflow = True` in its `except OverflowError`) hold a commit gate."""
@@ -390,6 +403,9 @@ class Guards:
                     kinds = kinds - {MODULO, WINDOW_BOUNDARY}  # (a number: `n = (len + r - len % r) // r`, `loss = f(n)`)
                 if kinds & {COMMIT_GATE, GUESSED_GATE, MODULO, WINDOW_BOUNDARY}:  # a gate or a cadence kept in a flag
                     self._flags[self.model.roles.key(node.targets[0].target, site.scope)] = kinds  # type: ignore[index]
+                elif literal(node.value) is True and (key := self.model.roles.key(node.targets[0].target, site.scope)) in self._literal_flags and (
+                        boundary := frozenset().union(*(self._kinds_of(g.test, site.scope) for g in site.guards if not g.negated)) & {MODULO, WINDOW_BOUNDARY}):
+                    self._flags[key] = self._flags.get(key, frozenset()) | boundary  # (`if (i + 1) % accum == 0: do_step = True`)
                 elif _is_literal_default(node.value) and any(not g.raises and FINITENESS in self._kinds_of(g.test, site.scope) for g in site.guards):
                     # `if torch.isnan(loss): skip = True`: the flag carries the rank's own finiteness check,
                     # unless the code also gives it a computed value (`skip = bool(reduced.item())`)
@@ -546,7 +562,8 @@ class Guards:
                 self._kinds[id(guard.test)] = frozenset({COMMIT_GATE})
 
     def _kinds_of(self, test: cst.BaseExpression, scope: Scope) -> FrozenSet[str]:
-        return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope))
+        return condition_kinds(test, lambda name: self.flag_kinds(name, scope), lambda expr: self.is_scale_read(expr, scope),
+                               lambda name: self.model.roles.key(name, scope) in self._literal_flags)
 
 
 def _condition(module: cst.Module, test: cst.BaseExpression) -> tuple:
