@@ -83,6 +83,8 @@ def check(model):
             continue
         if event.kind == COUNTER_INCREMENT and not model.counters.in_a_training_pass(event):
             continue  # (a loop index of a helper, or of a search loop beside the training, with no training step of its own is not a schedule)
+        if event.kind == COUNTER_INCREMENT and model.counters.shared_by_a_collective(event):
+            continue  # (`stop_mark += 1` on the main process, then `accelerator.reduce(stop_mark)`: every rank reads the sum)
         # (a rank that raises ends the run, for every rank: no rank goes on with another count)
         # (a rank test that holds on every rank as run, `if args.eval_first and is_main_process(): return` with no run
         # giving --eval_first, divides no ranks)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.model.events import COUNTER_INCREMENT, EARLY_EXIT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, Event
-from steplint.model.guards import MODULO, WINDOW_BOUNDARY
+from steplint.model.events import COLLECTIVE, COUNTER_INCREMENT, EARLY_EXIT, OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP, Event
+from steplint.model.guards import MODULO, RANK, WINDOW_BOUNDARY
 from steplint.model.schedules import never_moves, sized_by_its_loops_batches, sized_in_the_batches_it_steps_per
 from steplint.model.structure import Scope, Site
 from steplint.model.syntax import assignment_targets, bound_names, dotted, is_cadence, last_name, names_in, unwrap_progress, walk_expressions
@@ -77,6 +77,16 @@ class Counters:
         steps = self.model.events_in(increment.site.scope, SKIPPABLE_STEP, OPTIMIZER_STEP, SCHEDULER_STEP)
         loop = increment.site.loop
         return any(any(around is loop for around in step.site.loops) for step in steps) if loop is not None else bool(steps)
+
+    def shared_by_a_collective(self, increment: Event) -> bool:
+        """After the advance, a collective every rank runs takes the counter (`accelerator.reduce(stop_mark)`,
+        `dist.all_reduce(stop_mark)`): what reads its result reads the same value on every rank."""
+        scope = increment.site.scope
+        key = self.model.roles.key(increment.subject, scope)
+        return key is not None and any(
+            c.order > increment.order and not self.model.guards.of_kind(c.site, RANK) and c.node.args
+            and self.model.mentions(c.node.args[0].value, scope, key)
+            for c in self.model.events_in(scope, COLLECTIVE))
 
     def advanced_only_before(self, key: str, site: Site) -> bool:
         """Every advance of the counter `key` is in the function of `site`, before it and in no loop around it (a

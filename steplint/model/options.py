@@ -146,7 +146,10 @@ class CommandLine:
         # (but a key the configs leave unset or false, `resume:`, may be given by such a launch: only the values they give hold)
         if isinstance(expr, cst.Attribute):
             found = self._option_default(expr, scope) if not any_option else unknown
-            return found if found[1] is not None else self._config_default(expr, switched=not any_option)
+            found = found if found[1] is not None else self._config_default(expr, switched=not any_option)
+            copied = self._set_once_in_its_class(expr, scope) if found[1] is None and depth < 3 else None
+            # (`self.lr_decay = self.config.get("lr_decay", False)`, read as `if self.lr_decay:`: the key it copies)
+            return self._as_run(copied[0], copied[1], depth + 1) if copied is not None and _reads_key(copied[0], expr.attr.value) else found
         if isinstance(expr, cst.Subscript):
             key = literal(expr.slice[0].slice.value) if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
             if isinstance(expr.value, cst.Name) and expr.value.value in self.parsed_dicts and isinstance(key, str):
@@ -232,6 +235,15 @@ class CommandLine:
                 return unknown  # (`None > 0`: Python would raise; the run does not take this test as false)
             return (answers.pop(), option) if len(answers) == 1 and option is not None else unknown
         return unknown
+
+    def _set_once_in_its_class(self, expr: cst.Attribute, scope) -> Optional[tuple]:
+        """(the value, its scope) of `self.attr` read in a method, when the module writes `attr` once, in that class."""
+        if not (isinstance(expr.value, cst.Name) and scope is not None and scope.class_name and expr.value.value == scope.self_name):
+            return None
+        writes = self.written_values.get(expr.attr.value, ())
+        if len(writes) != 1 or writes[0][0] is None or writes[0][1].class_name != scope.class_name or writes[0][2] != writes[0][1].self_name:
+            return None
+        return writes[0][0], writes[0][1]
 
     def _the_binding_that_runs(self, owner, name: str, depth: int) -> tuple:
         """(the value of a local assigned in several branches, what decides it) when the tests of every
@@ -496,7 +508,9 @@ class CommandLine:
         `self.config.run_cfg.get("loss_scale")` reads the `run:` section's `loss_scale`), the path read, or the
         one of the same name."""
         # (the module's own writes of a false literal, `if not use_cuda: self.args.fp16 = False`, keep it off)
-        if len(keys) < 2 or keys[-1] in self.written and not all(v is not None and literal(v) is False for v, _, _ in self.written_values.get(keys[-1], [(None,) * 3])):
+        # (and its copies, `self.lr_decay = config.get("lr_decay", False)`, which hold what the config gives)
+        if len(keys) < 2 or keys[-1] in self.written and not all(
+                v is not None and (literal(v) is False or _reads_key(v, keys[-1])) for v, _, _ in self.written_values.get(keys[-1], [(None,) * 3])):
             return None
         below = ".".join(keys[1:])
         named = [p for p in sorted(self.switched_off) if p.rsplit(".", 1)[-1] == keys[-1]]
@@ -679,6 +693,13 @@ def _key_path(expr: cst.BaseExpression) -> list:
 # (`torch.distributed.launch` and `deepspeed` pass `--local_rank=N`): their defaults decide nothing.
 _GIVEN_BY_LAUNCHERS = frozenset({"local_rank"})
 _STRING_TESTS = ("isdigit", "isnumeric", "isdecimal", "lower", "upper", "strip")
+
+
+def _reads_key(value: cst.BaseExpression, key: str) -> bool:
+    """`config.get("lr_decay", False)`, `cfg.lr_decay`, `cfg["lr_decay"]`: a read of the key `key`."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get" and value.args:
+        return literal(value.args[0].value) == key
+    return bool(_key_path(value)[1:]) and _key_path(value)[-1] == key
 
 
 def _no_runs_value(default: object) -> bool:
