@@ -17,12 +17,13 @@ a run reads such a key (`hps.train.fp16_run`) as false, unless a launch line set
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from steplint.effects import ACCELERATE_PRECISION, ANY_OPTION, PRECISION_KEY
 from steplint.files import SKIPPED_DIRS
@@ -359,6 +360,15 @@ def is_python_config(relative: str) -> bool:
     return _PYTHON_CONFIG.search(relative) is not None
 
 
+def _beside(root: str, folder: str, written: str) -> str:
+    """`written` (`train.py`, `../tools/train.py`) as the path of the file in the launch file's `folder`, when
+    there is one there; else as written (a script in `scripts/` that runs `python train.py` from the root)."""
+    if not folder or written.startswith(("/", "~", "$")):
+        return written
+    candidate = posixpath.normpath(posixpath.join(folder, written))
+    return candidate if not candidate.startswith("..") and os.path.isfile(os.path.join(root, candidate)) else written
+
+
 def _same_file(written: str, relative: str) -> bool:
     """A script as a launch line writes it (`../drivers/run_ann.py`, `train.py`) is the project's
     `relative` when the folders it gives end the project path (`..` and `.` say nothing)."""
@@ -391,7 +401,8 @@ def read_launches(root: str) -> Launches:
             found.configs.merge(keys)
             continue
         config = path.endswith(_CONFIG_SUFFIXES)
-        add_launch_text(found, text, keys=not config, docs=path.endswith(_DOC_SUFFIXES), wrapper=os.path.basename(path) if path.endswith(".sh") else None)
+        add_launch_text(found, text, keys=not config, docs=path.endswith(_DOC_SUFFIXES), wrapper=os.path.basename(path) if path.endswith(".sh") else None,
+                        beside=functools.partial(_beside, root, os.path.dirname(os.path.relpath(path, root)).replace(os.sep, "/")))
         if config:  # (what it sets true is its own, for the scripts launched with it)
             keys = ConfigKeys(configured={m.group(1).replace("-", "_") for m in _SET_TRUE.finditer(text)}, set_true=keys_set_true(text))
             _read_config_keys(keys, text, path.endswith(".json"))
@@ -593,11 +604,14 @@ def _number(word: str) -> Optional[float]:
         return None
 
 
-def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = False, wrapper: Optional[str] = None) -> None:
+def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = False, wrapper: Optional[str] = None,
+                    beside: Callable[[str], str] = lambda written: written) -> None:
     """Note the launch lines of `text`. In docs (`docs`), a named variable on a command line is a
     placeholder the reader fills in with a value (`./dist_launch.sh train.py $CONFIG $GPUS`); only `$@`
     and `$*` pass options on, as they do in scripts, where any variable may. `wrapper`: the name of the
-    shell script `text` is, whose lines that pass its arguments on give what the lines that run it give."""
+    shell script `text` is, whose lines that pass its arguments on give what the lines that run it give.
+    `beside`: a script as a line writes it -> the project path of the one in the launch file's folder, when
+    that folder has it (`train.py` in `apex/train.sh` runs `apex/train.py`, not the other folders' train.py)."""
     variables: Dict[str, str] = {}  # a script's own `name="value"` lines, expanded where read after them
     for line in _CONTINUED.sub(" ", text).splitlines():
         assigned = _ASSIGNED.match(line)
@@ -632,7 +646,7 @@ def add_launch_text(found: Launches, text: str, keys: bool = True, docs: bool = 
             found.free |= options
         named = _CONFIG_NAMED.findall(line)
         command = _RUNNER.search(line) is not None  # (not prose that names the script: "- [x] Update train.py")
-        for written in scripts:
+        for written in map(beside, scripts):
             found.by_script.setdefault(posixpath.basename(written), []).append((written, options))
             found.values_by_script.setdefault(posixpath.basename(written), []).append((written, _option_values(line)))
             if command:
