@@ -43,7 +43,7 @@ from steplint.model.counters import Counters
 from steplint.model.guards import COMMIT_GATE, GUESSED_GATE, WINDOW_BOUNDARY, Guards
 from steplint.model.positions import Positions
 from steplint.model.state import Checkpoint, State
-from steplint.model.roles import RoleTable, scheduler_subclasses
+from steplint.model.roles import RoleTable, torch_subclasses
 from steplint.model.structure import Guard, Scope, Site, Structure, walk_module
 from steplint.model.text import Text
 from steplint.model.units import Units
@@ -224,7 +224,7 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
         structure = walk_module(module)
     positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
     param_groups = param_group_vars(structure)
-    roles = RoleTable(imports, structure, settings.role_names(), project, scheduler_subclasses(module, imports, project), source.text,
+    roles = RoleTable(imports, structure, settings.role_names(), project, torch_subclasses(module, imports, project), source.text,
                       lr_setting_methods(structure, param_groups))
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
@@ -301,7 +301,7 @@ def _builds_alike(model: ModuleModel, project, settings) -> bool:
     contexts = [c for c in (built_with, project) if c is not None]
     if (built_with.parameter_roles if built_with else {}) != (project.parameter_roles if project else {}):
         return False
-    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "launch_values", "configured_options", "switched_off_keys", "contested_globals", "switches_set_true", "switches_given_to_scripts", "configured_values", "precisions_configured", "scheduler_classes", "scheduler_methods", "parameter_values", "inner_schedules", "parameter_inner_schedules", "parameter_constructors")):
+    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "launch_values", "configured_options", "switched_off_keys", "contested_globals", "switches_set_true", "switches_given_to_scripts", "configured_values", "precisions_configured", "torch_subclasses", "scheduler_methods", "parameter_values", "inner_schedules", "parameter_inner_schedules", "parameter_constructors")):
         return False
     if any(callee.effects or callee.returns or any(callee.returns_each) or callee.options for context in contexts for callee in context.calls.values()):
         return False

@@ -19,7 +19,7 @@ import libcst as cst
 # (the role names live beside the effects that carry them: the index and the prefilter read them without the parser;
 # re-exported here, where the rules and the model name roles)
 from steplint.effects import (  # noqa: F401
-    OPTIMIZER, SCALER, SCALER_OFF, LOSS_SCALER, SCALE_HOLDERS, SCHEDULER, ACCELERATOR, ENGINE, SKIPPABLE_OPTIMIZER, APEX_AMP, APEX_SCALE_LOSS, EMA, PLUGIN, BOOSTER, COLOSSALAI, SCHEDULER_MODULES,
+    OPTIMIZER, SCALER, SCALER_OFF, LOSS_SCALER, SCALE_HOLDERS, SCHEDULER, ACCELERATOR, ENGINE, SKIPPABLE_OPTIMIZER, APEX_AMP, APEX_SCALE_LOSS, EMA, PLUGIN, BOOSTER, COLOSSALAI, SCHEDULER_MODULES, OPTIMIZER_BASES,
 )
 from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
@@ -137,12 +137,12 @@ class RoleTable:
 
     def __init__(
         self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None,
-        scheduler_classes: Optional[Dict[str, str]] = None, text: str = "", scheduler_methods: FrozenSet[str] = frozenset(),
+        torch_subclasses: Optional[Dict[str, str]] = None, text: str = "", scheduler_methods: FrozenSet[str] = frozenset(),
     ) -> None:
         self.imports = imports
         self.structure = structure
         # classes of the project derived from a torch scheduler, by the name this module calls them -> that scheduler
-        self.scheduler_classes = scheduler_classes or {}
+        self.torch_subclasses = torch_subclasses or {}
         # methods that set an optimizer's LR in the module's classes (steplint.model.events.lr_setting_methods), and in the project's
         self.own_scheduler_methods = scheduler_methods
         self.scheduler_methods = scheduler_methods.union(project.scheduler_methods if project is not None else ())
@@ -325,7 +325,9 @@ class RoleTable:
             skips = LIGHTNING_MIXED_PRECISION if kind == OPTIMIZER and self._lightning_mixed_precision else None
             return Role(kind, USE, skips=skips) if kind else None
         owner = scope.owner_of(call.func.value) if isinstance(call.func, cst.Name) else None
-        derived_from = self.scheduler_classes.get(call.func.value) if isinstance(call.func, cst.Name) and (owner is None or owner.name == "<module>") else None
+        derived_from = self.torch_subclasses.get(call.func.value) if isinstance(call.func, cst.Name) and (owner is None or owner.name == "<module>") else None
+        if derived_from in OPTIMIZER_BASES:  # `class AdamW(torch.optim.Optimizer)` of the project
+            return Role(OPTIMIZER, CONSTRUCTOR)
         if derived_from is not None:  # `class WarmupPolyLR(torch.optim.lr_scheduler._LRScheduler)` of the project
             given = keyword(call, "optimizer") or next(iter(positional(call)), None)
             return Role(SCHEDULER, CONSTRUCTOR, metric=derived_from.endswith("ReduceLROnPlateau"), constructor=derived_from,
@@ -490,8 +492,8 @@ class RoleTable:
         if isinstance(value, (cst.Name, cst.Attribute)):
             return self.of(value, scope)
         if isinstance(value, cst.Call):
-            returned = self.project.returned_role(value, scope) if self.project else None
-            return self.constructed(value, scope) or (Role(returned, USE) if returned else None)
+            returned, constructor = self.project.returned_role(value, scope) if self.project else (None, None)
+            return self.constructed(value, scope) or (Role(returned, USE, constructor=constructor) if returned else None)
         if isinstance(value, cst.IfExp):  # `GradScaler() if amp else None`: the object, when there is one
             roles = [self.value_role(v, scope) for v in (value.body, value.orelse) if not _is_none(v)]
             kinds = {r.kind for r in roles if r is not None}
@@ -802,11 +804,11 @@ def own_imports(scope: Scope) -> Optional[Dict[str, str]]:
     return found
 
 
-def scheduler_subclasses(module: cst.Module, imports: ImportMap, project=None) -> Dict[str, str]:
-    """Classes a module can call that derive from a torch scheduler -> that scheduler (qualified): its own
-    (`class WarmupPolyLR(_LRScheduler)`, also through another class of it) and those the project index
+def torch_subclasses(module: cst.Module, imports: ImportMap, project=None) -> Dict[str, str]:
+    """Classes a module can call that derive from a torch scheduler or optimizer -> that class (qualified): its
+    own (`class WarmupPolyLR(_LRScheduler)`, also through another class of it) and those the project index
     found behind its imports."""
-    found = dict(project.scheduler_classes) if project is not None else {}
+    found = dict(project.torch_subclasses) if project is not None else {}
     bases = {
         statement.name.value: [dotted(b.value) for b in statement.bases if b.keyword is None and not b.star]
         for statement in module.body if isinstance(statement, cst.ClassDef)
@@ -817,7 +819,8 @@ def scheduler_subclasses(module: cst.Module, imports: ImportMap, project=None) -
             for base in filter(None, written):
                 head, _, rest = base.partition(".")
                 qualified = imports.names[head] + (f".{rest}" if rest else "") if head in imports.names else None
-                torch_base = qualified if qualified and qualified.startswith(SCHEDULER_MODULES) else found.get(base) if base in bases or base in found else None
+                torch_base = qualified if qualified and (qualified.startswith(SCHEDULER_MODULES) or qualified in OPTIMIZER_BASES) else (
+                    found.get(base) if base in bases or base in found else None)
                 if torch_base and found.get(name) != torch_base:
                     found[name], changed = torch_base, True
                     break

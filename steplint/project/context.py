@@ -31,6 +31,7 @@ class Callee:
     returns_none_at: List[int] = field(default_factory=list)  # positions of that tuple that may hold None
     returns_options: Optional[str] = None  # it returns command-line options (or their parser) its module declares ...
     options: Optional[dict] = None  # ... these (steplint.model.options.CommandLine.declarations)
+    returns_constructor: Optional[str] = None  # the torch class or factory that built the scheduler it returns
 
 
 @dataclass
@@ -54,7 +55,7 @@ class ModuleContext:
     switches_given_to_scripts: List[str] = field(default_factory=list)  # loss-scaling switches a launch line gives the script it names
     configured_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key or number key path -> the values the configs give it (nothing else sets it)
     precisions_configured: List[str] = field(default_factory=list)  # each value a config file gives a key named `precision` (Lightning's Trainer)
-    scheduler_classes: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler its class of the project derives from
+    torch_subclasses: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler or optimizer its class of the project derives from
     scheduler_methods: List[str] = field(default_factory=list)  # methods that set an optimizer's LR in some class of the project (ModuleSummary.lr_methods)
     parameter_values: Dict[str, Dict[str, int]] = field(default_factory=dict)  # function -> parameter -> the integer every call of the project leaves it at
     inner_schedules: Dict[str, list] = field(default_factory=dict)  # a class called as written (`optim.NoamOpt`) -> [class, counter, where]: steplint.model.inner_schedules
@@ -99,9 +100,10 @@ class ModuleContext:
                     found.append((expression, role))
         return found
 
-    def returned_role(self, call: cst.Call, scope: Scope) -> Optional[str]:
+    def returned_role(self, call: cst.Call, scope: Scope) -> Tuple[Optional[str], Optional[str]]:
+        """(the role of what the callee returns, the torch class or factory that built it when it is a scheduler)."""
         callee = self.callee(call, scope)
-        return callee.returns if callee is not None else None
+        return (callee.returns, callee.returns_constructor) if callee is not None else (None, None)
 
     def returned_roles(self, call: cst.Call, scope: Scope) -> List[Tuple[Optional[str], bool]]:
         """The role of each value of the tuple the callee returns (`optimizer, scheduler = build(...)`), and

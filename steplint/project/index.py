@@ -8,7 +8,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
-from steplint.effects import SCHEDULER_MODULES
+from steplint.effects import OPTIMIZER_BASES, SCHEDULER_MODULES
 from steplint.project import summary as s
 from steplint.project.context import Callee, ModuleContext
 from steplint.project.launches import Launches
@@ -286,7 +286,7 @@ class ProjectIndex:
                 calls[f"{function.name}|{call.callee}"] = Callee(
                     callee.name, f"{target_path}:{callee.line}", list(callee.params), self.effects(target_path, callee.name),
                     callee.returns, prefix, list(callee.returns_each), list(callee.returns_none_at),
-                    callee.returns_options, self.modules[target_path].command_line if callee.returns_options else None,
+                    callee.returns_options, self.modules[target_path].command_line if callee.returns_options else None, callee.returns_constructor,
                 )
         roles = self.parameter_roles(path)
         updates = {name: sorted(self._caller_updates.get((path, name), ())) for name in module.functions}
@@ -296,7 +296,7 @@ class ProjectIndex:
         return ModuleContext(
             path, calls, roles, {k: v for k, v in updates.items() if v}, called, elsewhere, sorted(self._switched_on.get(path, ())), resumed,
             parameter_values=self.parameter_values(path),
-            **(self.launches.context_of(path) if self.launches is not None else {}), scheduler_classes=self._imported_schedulers(path),
+            **(self.launches.context_of(path) if self.launches is not None else {}), torch_subclasses=self._imported_torch_subclasses(path),
             scheduler_methods=self._scheduler_methods, inner_schedules=self._inner_schedules_called(path),
             parameter_inner_schedules=self.parameter_inner_schedules(path),
             parameter_constructors=_agreed(self._handed_constructors, path, module.functions),
@@ -331,27 +331,27 @@ class ProjectIndex:
         factory of another module (`get_scheduler(optim, hp)`), their call is its step."""
         return sorted({name for module in self.modules.values() for name in module.lr_methods})
 
-    def _imported_schedulers(self, path: str) -> Dict[str, str]:
-        """The names module `path` imports that are classes of the project derived from a torch scheduler
-        -> that scheduler (`from lib.lr_scheduler import WarmupPolyLR`)."""
+    def _imported_torch_subclasses(self, path: str) -> Dict[str, str]:
+        """The names module `path` imports that are classes of the project derived from a torch scheduler or
+        optimizer -> that class (`from lib.lr_scheduler import WarmupPolyLR`, `from optim.adamw import AdamW`)."""
         found = {}
         for name in self.modules[path].imports:
             where = self._definition(path, name)
-            base = self._torch_scheduler_base(*where) if where is not None and where[0] != path else None
+            base = self._torch_base(*where) if where is not None and where[0] != path else None
             if base is not None:
                 found[name] = base
         return found
 
-    def _torch_scheduler_base(self, path: str, class_name: str, hops: int = 4) -> Optional[str]:
-        """The torch scheduler (qualified) that a class of the project derives from, through its bases."""
+    def _torch_base(self, path: str, class_name: str, hops: int = 4) -> Optional[str]:
+        """The torch scheduler or optimizer (qualified) that a class of the project derives from, through its bases."""
         module = self.modules[path]
         for base in module.class_bases.get(class_name, ()):
             head, _, rest = base.partition(".")
             qualified = module.imports[head] + (f".{rest}" if rest else "") if head in module.imports else None
-            if qualified is not None and qualified.startswith(SCHEDULER_MODULES):
+            if qualified is not None and (qualified.startswith(SCHEDULER_MODULES) or qualified in OPTIMIZER_BASES):
                 return qualified
             where = self._definition(path, base)
-            found = self._torch_scheduler_base(*where, hops - 1) if where is not None and hops else None
+            found = self._torch_base(*where, hops - 1) if where is not None and hops else None
             if found is not None:
                 return found
         return None

@@ -342,6 +342,7 @@ def _returns(model: ModuleModel, value: cst.BaseExpression, site: Site, function
     role = model.roles.value_role(value, scope)
     if role is not None:
         function.returns = role.kind
+        function.returns_constructor = role.constructor if role.kind == SCHEDULER else None
     if isinstance(value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
         _returns_each(model, value, scope, function)
     options = returned_options(model.roles.command_line, value)

@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 18  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 19  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -52,6 +52,7 @@ class FunctionSummary:
     effects: List[Effect] = field(default_factory=list)
     calls: List[CallRecord] = field(default_factory=list)
     returns: Optional[str] = None  # the role of what it returns (`build_scaler` returns a scaler)
+    returns_constructor: Optional[str] = None  # the torch class or factory that built the scheduler it returns (`return LambdaLR(...)`)
     returns_each: List[Optional[str]] = field(default_factory=list)  # the role of each value of a tuple it returns (`return optimizer, scheduler`)
     returns_none_at: List[int] = field(default_factory=list)  # positions of that tuple that may hold None (`scheduler = None` on some path)
     class_name: Optional[str] = None
