@@ -208,6 +208,9 @@ def violations(text: str, fix: Fix, original: Optional[Unfixed] = None) -> List[
     for name, row in overwritten_restores(result):
         rebuilt.setdefault(name, row)
     found += [f"`{name}` is built again at line {row}, after the fix would restore it" for name, row in sorted(rebuilt.items()) if name not in unbound]
+    if fix.gate is not None:
+        found += [f"`{name}` would be set only when the update commits, and is read where it may then not exist"
+                  for name in bound_only_under_the_gate(result, fix.gate)]
     if fix.gate is not None and committed_path_differs(text, original, result, fix.gate):
         found.append("with every update committed, the fixed code would not do what the original does")
     return found
@@ -491,6 +494,33 @@ def _object_name(node: ast.AST, self_name: Optional[str]) -> Optional[str]:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == self_name:
         return f"self.{node.attr}"
     return None
+
+
+def bound_only_under_the_gate(result: Edited, gate: str) -> List[str]:
+    """Each local that, in a function the fix edits, only statements under the gate's `if` bind,
+    and code outside those blocks reads (`last = warmup.step()` moved under `if committed:`, `print(last)` after
+    the loop): the original bound it on every pass, the fixed code only on the committed ones."""
+    try:
+        condition = ast.dump(ast.parse(gate, mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found: List[str] = []
+    for scope, _ in _scopes(result):
+        gated: Set[int] = set()  # id() of the nodes under a gate's `if`
+        for node in _own_nodes(scope):
+            if isinstance(node, ast.If) and ast.dump(node.test) == condition:
+                gated.update(id(inner) for statement in node.body for inner in (statement, *_own_nodes(statement)))
+        if not gated:
+            continue
+        stores: Dict[str, bool] = dict.fromkeys(_parameters(scope), True) if not isinstance(scope, ast.Module) else {}  # name -> also bound outside the gates
+        reads: Set[str] = set()
+        for node in _own_nodes(scope):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores[node.id] = stores.get(node.id, False) or id(node) not in gated
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in gated:
+                reads.add(node.id)
+        found += [name for name, outside in sorted(stores.items()) if not outside and name in reads]
+    return found
 
 
 # -- committed-path equivalence --------------------------------------------------------------------

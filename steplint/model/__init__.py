@@ -14,6 +14,7 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set
 
 import libcst as cst
 
+from steplint.effects import PROJECT_LR_SCHEDULE
 from steplint.model.events import (
     CHECKPOINT_SAVE,
     CLIP,
@@ -36,6 +37,7 @@ from steplint.model.events import (
     SKIPPABLE_STEP,
     Event,
     collect_events,
+    lr_schedule_classes,
     lr_setting_methods,
     param_group_vars,
 )
@@ -224,8 +226,9 @@ def build_model(source: Source, module: cst.Module, settings, project=None, keep
         structure = walk_module(module)
     positions = Positions(source, module, structure)  # computed on demand: summaries ask for none
     param_groups = param_group_vars(structure)
-    roles = RoleTable(imports, structure, settings.role_names(), project, torch_subclasses(module, imports, project), source.text,
-                      lr_setting_methods(structure, param_groups))
+    own_schedules = dict.fromkeys(lr_schedule_classes(structure, param_groups), PROJECT_LR_SCHEDULE)
+    roles = RoleTable(imports, structure, settings.role_names(), project, {**own_schedules, **torch_subclasses(module, imports, project)}, source.text,
+                      lr_setting_methods(structure, param_groups), frozenset(own_schedules))
     helpers = _helpers(imports, module)
     model = ModuleModel(source, module, positions, imports, structure, roles, frozenset(helpers.values()), settings)
     model.callers_read = roles.callers_read  # (one set: a fact read later adds to it)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional
+from typing import Dict, FrozenSet, List, Optional, Set
 
 import libcst as cst
 
@@ -341,6 +341,29 @@ def lr_setting_methods(structure: Structure, groups: set) -> FrozenSet[str]:
         if isinstance(node, cst.Assign) and site.scope.class_name and site.scope.parent is None
         and any(isinstance(t.target, cst.Subscript) and _is_lr_slot(t.target, site, groups) for t in node.targets)
     ) - {"step", "step_update", "__init__"}
+
+
+def lr_schedule_classes(structure: Structure, groups: set) -> FrozenSet[str]:
+    """Classes of the module whose `step()` (or `step_update()`) sets an optimizer's learning rate, itself or
+    through another method of the class (`def step(self): ... return self.set_lr(lr)`): schedules, whatever
+    they derive from. `groups`: param_group_vars(structure)."""
+    setting: Dict[str, Set[str]] = {}  # class -> its methods that set the LR themselves
+    for node, site in structure.statements:
+        if isinstance(node, cst.Assign) and site.scope.class_name and site.scope.parent is None and any(
+                isinstance(t.target, cst.Subscript) and _is_lr_slot(t.target, site, groups) for t in node.targets):
+            setting.setdefault(site.scope.class_name, set()).add(site.scope.name.rsplit(".", 1)[-1])
+    found = {c for c, methods in setting.items() if methods & {"step", "step_update"}}
+    wrappers = set()  # (a Noam-style wrapper whose step() also steps the optimizer it holds is an optimizer: steplint.model.inner_schedules)
+    for call, site in structure.calls:
+        scope = site.scope
+        func = call.func
+        if scope.class_name not in setting or scope.name.rsplit(".", 1)[-1] not in ("step", "step_update") or not isinstance(func, cst.Attribute):
+            continue
+        if isinstance(func.value, cst.Name) and func.value.value == scope.self_name and func.attr.value in setting[scope.class_name]:
+            found.add(scope.class_name)
+        elif func.attr.value == "step":
+            wrappers.add(scope.class_name)
+    return frozenset(found - wrappers)
 
 
 def _is_lr_slot(target: cst.Subscript, site: Site, param_group_vars: set) -> bool:

@@ -19,7 +19,7 @@ import libcst as cst
 # (the role names live beside the effects that carry them: the index and the prefilter read them without the parser;
 # re-exported here, where the rules and the model name roles)
 from steplint.effects import (  # noqa: F401
-    OPTIMIZER, SCALER, SCALER_OFF, LOSS_SCALER, SCALE_HOLDERS, SCHEDULER, ACCELERATOR, ENGINE, SKIPPABLE_OPTIMIZER, APEX_AMP, APEX_SCALE_LOSS, EMA, PLUGIN, BOOSTER, COLOSSALAI, SCHEDULER_MODULES, OPTIMIZER_BASES,
+    OPTIMIZER, SCALER, SCALER_OFF, LOSS_SCALER, SCALE_HOLDERS, SCHEDULER, ACCELERATOR, ENGINE, SKIPPABLE_OPTIMIZER, APEX_AMP, APEX_SCALE_LOSS, EMA, PLUGIN, BOOSTER, COLOSSALAI, SCHEDULER_MODULES, OPTIMIZER_BASES, PROJECT_LR_SCHEDULE,
 )
 from steplint.model.options import read_command_line
 from steplint.model.precision import COLOSSALAI_BOOSTERS, COLOSSALAI_PLUGINS, booster_precision, plugin_precision
@@ -138,6 +138,7 @@ class RoleTable:
     def __init__(
         self, imports: ImportMap, structure: Structure, declared: Optional[Dict[str, frozenset]] = None, project=None,
         torch_subclasses: Optional[Dict[str, str]] = None, text: str = "", scheduler_methods: FrozenSet[str] = frozenset(),
+        schedule_classes: FrozenSet[str] = frozenset(),
     ) -> None:
         self.imports = imports
         self.structure = structure
@@ -145,6 +146,7 @@ class RoleTable:
         self.torch_subclasses = torch_subclasses or {}
         # methods that set an optimizer's LR in the module's classes (steplint.model.events.lr_setting_methods), and in the project's
         self.own_scheduler_methods = scheduler_methods
+        self.own_schedule_classes = schedule_classes  # classes of the module whose step() sets an optimizer's LR (lr_schedule_classes)
         self.scheduler_methods = scheduler_methods.union(project.scheduler_methods if project is not None else ())
         self.declared = declared or {}  # names the configuration says hold a role
         self.project = project  # steplint.project.context.ModuleContext: roles from the rest of the project
@@ -324,10 +326,14 @@ class RoleTable:
             kind = {"optimizers": OPTIMIZER, "lr_schedulers": SCHEDULER}.get(func.attr.value)
             skips = LIGHTNING_MIXED_PRECISION if kind == OPTIMIZER and self._lightning_mixed_precision else None
             return Role(kind, USE, skips=skips) if kind else None
-        owner = scope.owner_of(call.func.value) if isinstance(call.func, cst.Name) else None
-        derived_from = self.torch_subclasses.get(call.func.value) if isinstance(call.func, cst.Name) and (owner is None or owner.name == "<module>") else None
+        written = dotted(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None  # (`WarmupPolyLR`, `utils.CosineLRSchedule`)
+        owner = scope.owner_of(written.partition(".")[0]) if written else None
+        derived_from = self.torch_subclasses.get(written) if written and (owner is None or owner.name == "<module>") else None
         if derived_from in OPTIMIZER_BASES:  # `class AdamW(torch.optim.Optimizer)` of the project
             return Role(OPTIMIZER, CONSTRUCTOR)
+        if derived_from == PROJECT_LR_SCHEDULE:  # a class of the project whose step() sets the LR: a schedule of its own making
+            given = keyword(call, "optimizer") or next(iter(positional(call)), None)
+            return Role(SCHEDULER, CONSTRUCTOR, optimizer=self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None)
         if derived_from is not None:  # `class WarmupPolyLR(torch.optim.lr_scheduler._LRScheduler)` of the project
             given = keyword(call, "optimizer") or next(iter(positional(call)), None)
             return Role(SCHEDULER, CONSTRUCTOR, metric=derived_from.endswith("ReduceLROnPlateau"), constructor=derived_from,

@@ -29,7 +29,7 @@ MAX_FILE_BYTES = 1_000_000
 CACHE_DIR_NAME = ".steplint_cache"
 # A module without any of these words has no step effect to summarise (and no call that passes one on,
 # no `import *` that re-exports one, no command-line options another module may test). (Substring tests: many times faster than one regex of them all.)
-_SUMMARY_WORDS = (".step(", "save", "load_state_dict", "clip_grad", ".backward(", "all_reduce", "all_gather", "reduce_", "optim.", "lr_scheduler", "import *", "add_argument")
+_SUMMARY_WORDS = (".step(", "save", "load_state_dict", "clip_grad", ".backward(", "all_reduce", "all_gather", "reduce_", "optim.", "lr_scheduler", "import *", "add_argument", "param_groups")
 _INCREMENT = re.compile(r"\+= *1\b")
 # A `__main__` block that does something: a run may start in the module (`if __name__ == "__main__": pass` starts none)
 _MAIN_BLOCK = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']\s*:(?!\s*(?:#[^\n]*\s*)*pass\s*(?:#[^\n]*\s*)*\Z)""", re.M)

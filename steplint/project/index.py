@@ -8,7 +8,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
-from steplint.effects import OPTIMIZER_BASES, SCHEDULER_MODULES
+from steplint.effects import OPTIMIZER_BASES, PROJECT_LR_SCHEDULE, SCHEDULER_MODULES
 from steplint.project import summary as s
 from steplint.project.context import Callee, ModuleContext
 from steplint.project.launches import Launches
@@ -333,13 +333,23 @@ class ProjectIndex:
 
     def _imported_torch_subclasses(self, path: str) -> Dict[str, str]:
         """The names module `path` imports that are classes of the project derived from a torch scheduler or
-        optimizer -> that class (`from lib.lr_scheduler import WarmupPolyLR`, `from optim.adamw import AdamW`)."""
+        optimizer -> that class (`from lib.lr_scheduler import WarmupPolyLR`, `from optim.adamw import AdamW`), or
+        whose step() sets an optimizer's LR -> PROJECT_LR_SCHEDULE."""
         found = {}
         for name in self.modules[path].imports:
             where = self._definition(path, name)
             base = self._torch_base(*where) if where is not None and where[0] != path else None
+            if where is not None and where[0] != path and where[1] in self.modules[where[0]].lr_classes:
+                base = PROJECT_LR_SCHEDULE  # (`from utils import CosineLRSchedule`, whose step() sets the LR)
             if base is not None:
                 found[name] = base
+            for target, attribute in self._modules_for(path, self.modules[path].imports[name]) if where is None else ():
+                other = self.modules[target]
+                for class_name in sorted(set(other.lr_classes) | set(other.class_bases)) if not attribute and target != path else ():
+                    # (`import utils`, then `utils.CosineLRSchedule(...)`)
+                    base = PROJECT_LR_SCHEDULE if class_name in other.lr_classes else self._torch_base(target, class_name)
+                    if base is not None:
+                        found[f"{name}.{class_name}"] = base
         return found
 
     def _torch_base(self, path: str, class_name: str, hops: int = 4) -> Optional[str]:

@@ -76,7 +76,7 @@ def _star_name(scope: Scope, which: str) -> Optional[str]:
 def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
     summary = s.ModuleSummary(
         relative_path, dict(model.imports.names), star_modules=list(model.imports.star_modules), switched_on=sorted(model.guards.switched_on_calls),
-        resumes=model.state.resumes_here, lr_methods=sorted(model.roles.own_scheduler_methods), search_folders=_search_folders(model),
+        resumes=model.state.resumes_here, lr_methods=sorted(model.roles.own_scheduler_methods), lr_classes=sorted(model.roles.own_schedule_classes), search_folders=_search_folders(model),
         inner_schedules={name: list(found) for name, found in sorted(own_inner_schedules(model).items())},
     )
     for scope in model.structure.scopes:  # (names a function imports for itself: the index resolves its calls with them)

@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 19  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 20  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -76,6 +76,7 @@ class ModuleSummary:
     lr_methods: List[str] = field(default_factory=list)  # methods of its classes that set an optimizer's LR (steplint.model.events.lr_setting_methods)
     search_folders: List[str] = field(default_factory=list)  # folders it puts on sys.path by name (`sys.path.append(os.path.join(root, "train"))`: train)
     inner_schedules: Dict[str, list] = field(default_factory=dict)  # class -> [counter, line]: a schedule its step() keeps, left out of its state_dict()
+    lr_classes: List[str] = field(default_factory=list)  # its classes whose step() sets an optimizer's LR (steplint.model.events.lr_schedule_classes)
 
     @staticmethod
     def from_dict(data: dict) -> "ModuleSummary":
@@ -89,5 +90,5 @@ class ModuleSummary:
             data["path"], dict(data["imports"]), functions, {k: dict(v) for k, v in data["attribute_classes"].items()}, list(data.get("star_modules", ())),
             list(data.get("switched_on", ())), bool(data.get("resumes", False)), {k: list(v) for k, v in data.get("class_bases", {}).items()},
             data.get("command_line"), list(data.get("lr_methods", ())), list(data.get("search_folders", ())),
-            {k: list(v) for k, v in data.get("inner_schedules", {}).items()},
+            {k: list(v) for k, v in data.get("inner_schedules", {}).items()}, list(data.get("lr_classes", ())),
         )
