@@ -49,7 +49,7 @@ from steplint.source import parse_python
 
 # Keys that switch loss scaling itself on (`use_amp`, `fp16_run`, `enable_amp`, `mixed_precision`,
 # `use_grad_scaler`; not `bf16`, which scales nothing, nor `scaler`, an object)
-_LOSS_SCALING_SWITCH = re.compile(r"(?:^|_)(?:amp|fp16|apex|half|autocast)(?:_|$)|mixed_precision|(?:^|_)(?:use|enable|with)_(?:grad_|loss_)?scal(?:er|ar|ing)(?:_|$)", re.I)
+_LOSS_SCALING_SWITCH = re.compile(r"(?:^|_)(?:amp|fp16|f16|apex|half|autocast)(?:_|$)|mixed_precision|(?:^|_)(?:use|enable|with)_(?:grad_|loss_)?scal(?:er|ar|ing)(?:_|$)", re.I)
 _PARSE_CALLS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
 
 

@@ -679,9 +679,18 @@ class RoleTable:
         elif isinstance(func, (cst.Name, cst.Attribute)) and len(args) >= 2:
             if self.is_(func, scope, LOSS_SCALER):
                 changed |= self._set(self.key(args[1], scope), Role(OPTIMIZER, USE))
-            elif self.is_(args[1], scope, OPTIMIZER) and _SCALER_NAME.search(last_name(func) or "") and self.of(func, scope) is None:
+            elif (self.is_(args[1], scope, OPTIMIZER) and _SCALER_NAME.search(last_name(func) or "") and self.of(func, scope) is None
+                  and not self._a_function(call, scope)):
                 changed |= self._set(self.key(func, scope), Role(LOSS_SCALER, NAME))
         return changed
+
+    def _a_function(self, call: cst.Call, scope: Scope) -> bool:
+        """The callee is a function the code defines (`def step_optimizer_with_scaler(scaler, optimizer, ...)`), here or
+        in a module of the project: not a loss scaler held in a name (`loss_scaler(loss, optimizer)`), whatever its name."""
+        if self.project is not None and self.project.callee(call, scope) is not None:
+            return True
+        name = call.func.value if isinstance(call.func, cst.Name) else None
+        return name is not None and any(s.name == name and s.class_name is None and s.parent is None for s in self.structure.scopes)
 
     def _built_disabled(self, key: str) -> Optional[str]:
         """What keeps a loss scaler of the project's own off as run: each construction of it is handed `enabled=`
