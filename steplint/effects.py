@@ -67,6 +67,7 @@ COLOSSALAI = "colossalai"  # who skips the step() of an optimizer boosted in fp1
 # follows a class of the project back to one of them through its bases.
 SCHEDULER_MODULES = ("torch.optim.lr_scheduler.", "colossalai.nn.lr_scheduler.")
 OPTIMIZER_BASES = ("torch.optim.Optimizer", "torch.optim.optimizer.Optimizer")  # what a project's own optimizer class derives from
+PASSED_NONE = "None"  # what every call of the project passes a parameter, in ModuleContext.parameter_values, when it is `None`
 PROJECT_LR_SCHEDULE = "project:lr-schedule"  # a class of the project whose step() sets an optimizer's LR, as the torch base it stands for
 
 # In the options a launch of a script gives it (steplint.project.launches, read by steplint.model.options):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from steplint.cache import code_signature
 from steplint.config import Settings
+from steplint.effects import PASSED_NONE
 from steplint.engine import lint_source
 from steplint.project import summary as s
 from steplint.project.build import SummaryStore, build_index, project_files
@@ -290,4 +291,5 @@ def test_a_parameter_every_call_leaves_at_one_integer_has_that_value(tmp_path):
     (tmp_path / "star.py").unlink()
     files = sorted(str(p) for p in tmp_path.rglob("*.py"))
     values = build_index(files, str(tmp_path), cache=False).context_for(str(tmp_path / "trainer.py")).parameter_values
-    assert values == {"Trainer.__init__": {"accum": 1, "every": 10}}
+    # (and `model`: `None` as written in both calls)
+    assert values == {"Trainer.__init__": {"model": PASSED_NONE, "accum": 1, "every": 10}}

@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
-from steplint.effects import ANY_OPTION, PRECISION_KEY
+from steplint.effects import ANY_OPTION, PASSED_NONE, PRECISION_KEY
 from steplint.model.structure import Scope, Structure
 from steplint.model.syntax import assignment_targets, conjuncts, disjuncts, dotted, keyword, last_name, literal, positional
 from steplint.source import parse_python
@@ -86,6 +86,7 @@ class CommandLine:
     text: str = ""  # the module's text (whether a function is also read other than in its calls)
     callers_read: Set[str] = field(default_factory=set)  # functions whose callers were read (ModuleModel.callers_read)
     called_elsewhere: Set[str] = field(default_factory=set)  # functions other modules of the project call
+    parameter_values: Dict[str, Dict[str, object]] = field(default_factory=dict)  # function -> parameter -> what every call hands it (ModuleContext)
     _reaching: Dict[int, Optional[frozenset]] = field(default_factory=dict)  # id(scope) -> the lines that may run it (None: all)
     _only_line: Optional[int] = None  # while a call's tests are read for one line
     _uses: Optional[Counter] = None
@@ -163,6 +164,9 @@ class CommandLine:
                 return self._as_run(self._earlier[(id(owner), expr.value)], owner, depth + 1)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
             if owner is not None and any(p.name.value == expr.value for p in owner.params):
+                # (every call of the project hands it `None`, and the function never sets it: `train_one_epoch(..., scaler=None)`)
+                if not values and self.parameter_values.get(owner.name, {}).get(expr.value) == PASSED_NONE and owner.parent is None:
+                    return None, f"callers:{expr.value}"
                 return unknown  # (a parameter the function may set: `if not use_fp16: scaler = None` keeps the caller's scaler otherwise)
             if len(values) == 1 and values[0] is not None:
                 constant = literal(values[0])
@@ -578,7 +582,7 @@ class CommandLine:
             found = self.off_as_run(conjunct, scope)
             # (a module without options of its own is told by the config files, each setting the key false:
             # `if args.max_norm:` with `max_norm: 0.` everywhere)
-            if found and (self.declared or switch or found.startswith(("config:", "constant:"))):
+            if found and (self.declared or switch or found.startswith(("config:", "constant:", "callers:"))):
                 return found
             if switch and (found := self.unproven(conjunct, scope)):
                 return found
@@ -723,6 +727,7 @@ def read_command_line(structure: Structure, project, text: str = "") -> CommandL
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
     found.text = text
     found.called_elsewhere = set(project.called_elsewhere) if project is not None else set()
+    found.parameter_values = project.parameter_values if project is not None else {}
     found.declared_global = {name for scope in structure.scopes for name in scope.global_names}
     for call, site in structure.calls:
         func = call.func

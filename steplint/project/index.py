@@ -8,7 +8,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
-from steplint.effects import OPTIMIZER_BASES, PROJECT_LR_SCHEDULE, SCHEDULER_MODULES
+from steplint.effects import OPTIMIZER_BASES, PASSED_NONE, PROJECT_LR_SCHEDULE, SCHEDULER_MODULES
 from steplint.project import summary as s
 from steplint.project.context import Callee, ModuleContext
 from steplint.project.launches import Launches
@@ -265,9 +265,10 @@ class ProjectIndex:
         functions = self.modules[path].functions
         return {name: roles for name in functions if (roles := {p: r for p, r in self._incoming.get((path, name), {}).items() if r})}
 
-    def parameter_values(self, path: str) -> Dict[str, Dict[str, int]]:
+    def parameter_values(self, path: str) -> Dict[str, Dict[str, object]]:
         """Function -> parameter -> the integer every call of the project leaves it at (passes it as
-        written, or leaves it to its integer default): `Trainer(..., grad_accumulation_steps=1)`."""
+        written, or leaves it to its integer default): `Trainer(..., grad_accumulation_steps=1)`; or
+        PASSED_NONE, when every call passes it `None` as written (`train_one_epoch(..., scaler=None)`)."""
         self._link_calls()
         return _agreed(self._passed, path, self.modules[path].functions)
 
@@ -522,10 +523,15 @@ def _classes_bound(call: s.CallRecord, target: s.FunctionSummary):
 
 
 def _values_bound(call: s.CallRecord, target: s.FunctionSummary):
-    """(parameter, the integer the call leaves it at, or None) for each parameter of the target."""
+    """(parameter, the integer the call leaves it at, PASSED_NONE for `None`, or None: not known) for each parameter of the target."""
     bound = dict(_bound(call, target))
     for param in target.params:
-        yield param, None if call.starred else call.literals.get(bound[param]) if param in bound else target.defaults.get(param)
+        if call.starred:
+            yield param, None
+        elif param in bound:
+            yield param, PASSED_NONE if bound[param] in call.nones else call.literals.get(bound[param])
+        else:
+            yield param, target.defaults.get(param)
 
 
 def argument_place(place: str, call: s.CallRecord, target: s.FunctionSummary, self_prefix: Optional[str]) -> str:

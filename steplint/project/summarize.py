@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from steplint.effects import PASSED_NONE
 from steplint.model import (
     CHECKPOINT_SAVE,
     CLIP,
@@ -90,7 +91,8 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
         returns = scope.node.returns.annotation if isinstance(scope.node, cst.FunctionDef) and scope.node.returns else None
         functions[id(scope)] = summary.functions[scope.name] = s.FunctionSummary(
             scope.name, _parameter_names(scope), lines.get(scope.name, 0), class_name=scope.class_name, returns_class=dotted(returns),
-            defaults={p.name.value: literal(p.default) for p in scope.params if p.default is not None and type(literal(p.default)) is int},
+            defaults={p.name.value: literal(p.default) if type(literal(p.default)) is int else PASSED_NONE for p in scope.params
+                      if p.default is not None and (type(literal(p.default)) is int or isinstance(p.default, cst.Name) and p.default.value == "None")},
         )
     summary.functions["<module>"] = s.FunctionSummary("<module>")
 
@@ -248,6 +250,8 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
         position = arg.keyword.value if arg.keyword is not None else str(len(record.args))
         if type(value) is int:
             record.literals[position] = value
+        elif isinstance(arg.value, cst.Name) and arg.value.value == "None":
+            record.nones.append(position)
         built = _local_class_of(model, arg.value.value, scope) if isinstance(arg.value, cst.Name) else None
         if built:  # (`Solver(data, model, optimizer, args)` with `optimizer = NoamOpt(...)`: what the callee is handed)
             record.classes[position] = built
