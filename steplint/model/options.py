@@ -186,16 +186,18 @@ class CommandLine:
             constant = literal(chosen)
             if isinstance(constant, (bool, int, float, str)):
                 return constant, option
+            if torch_dtype(chosen) is not None:  # (`torch.bfloat16 if dtype_name == "bf16" else torch.float16`)
+                return torch_dtype(chosen), option
             return self._as_run(chosen, scope, depth + 1) if depth < 3 else unknown
         if isinstance(expr, cst.BooleanOperation):
-            # (`a and b` is false as run when one side is, true when both are; `or` the other way round)
+            # (`a and b` is false as run when one side is, true when both are; `or` the other way round; and where the
+            # left side is known, the value is Python's: `args.amp_dtype or "bf16"` with no run giving --amp_dtype is "bf16")
             deciding = not isinstance(expr.operator, cst.And)
-            sides = [self._as_run(side, scope, depth) for side in (expr.left, expr.right)]
-            for value, option in sides:
-                if value is not ... and option is not None and bool(value) == deciding:
-                    return deciding, option
-            if all(value is not ... and option is not None for value, option in sides):
-                return (not deciding), sides[0][1]
+            left, right = self._as_run(expr.left, scope, depth), self._as_run(expr.right, scope, depth)
+            if left[0] is not ... and left[1] is not None:
+                return left if bool(left[0]) == deciding else right if right[1] is not None else unknown
+            if right[0] is not ... and right[1] is not None and bool(right[0]) == deciding:
+                return deciding, right[1]
             return unknown
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("bool", "isinstance", "hasattr") and expr.args:
             value, option = self._as_run(expr.args[0].value, scope, depth)
@@ -213,7 +215,8 @@ class CommandLine:
             # (`cfg.run_cfg.get("loss_scale", True)`: a key every config file sets false is false, whatever the default)
             key = literal(expr.args[0].value)
             base = _key_path(expr.func.value) if isinstance(key, str) else []
-            return (self._switched_off_key(base + [key]) or unknown) if base else unknown
+            found = self._switched_off_key(base + [key]) if base else None
+            return found or (self._precision_default(key, expr.args[1].value) if base and len(expr.args) > 1 else unknown)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _STRING_TESTS and not expr.args:
             value, option = self._as_run(expr.func.value, scope, depth)  # (`steps.isdigit()` of an option given as text)
             return (getattr(value, expr.func.attr.value)(), option) if isinstance(value, str) else unknown
@@ -239,6 +242,16 @@ class CommandLine:
                 return unknown  # (`None > 0`: Python would raise; the run does not take this test as false)
             return (answers.pop(), option) if len(answers) == 1 and option is not None else unknown
         return unknown
+
+    def _precision_default(self, key: str, default: cst.BaseExpression) -> tuple:
+        """(the default, `default:KEY`) of a precision key read with one (`cfg.get("amp_dtype", "bf16")`) that no
+        config file gives, no launch line passes and no code of the project writes; (..., None) otherwise."""
+        value = literal(default)
+        if not (PRECISION_KEY.search(key) and isinstance(value, str)) or self.given is None or key in self.given or key in self.written:
+            return ..., None
+        if any(path == key or path.endswith("." + key) for path in self.configured_values) or key in self.configured or key in self.set_true:
+            return ..., None
+        return value, f"default:{key}"
 
     def _set_once_in_its_class(self, expr: cst.Attribute, scope) -> Optional[tuple]:
         """(the value, its scope) of `self.attr` read in a method, when the module writes `attr` once, in that class."""
