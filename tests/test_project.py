@@ -293,3 +293,33 @@ def test_a_parameter_every_call_leaves_at_one_integer_has_that_value(tmp_path):
     values = build_index(files, str(tmp_path), cache=False).context_for(str(tmp_path / "trainer.py")).parameter_values
     # (and `model`: `None` as written in both calls)
     assert values == {"Trainer.__init__": {"model": PASSED_NONE, "accum": 1, "every": 10}}
+
+
+def test_a_switch_every_seen_call_turns_off_is_unknown_while_a_module_with_no_summary_may_call_too(tmp_path):
+    """`fit(amp=False)` in the one summarised caller makes the scaler off as run; a second caller that passes
+    the prefilter by no word (`fit(model, amp=True)` alone) may switch it on, and then nothing is decided."""
+    trainer = """
+        import torch
+
+
+        def fit(model, loader, amp=True):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)
+            scaler = torch.cuda.amp.GradScaler(enabled=amp)
+            for x in loader:
+                scaler.scale(model(x).mean()).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+        """
+    seen = "import torch\nfrom trainer import fit\nmodel = torch.nn.Linear(2, 2)\nfit(model, [], amp=False)\ntorch.save(model.state_dict(), 'm.pt')\n"
+    write(tmp_path, {"trainer.py": trainer, "seen.py": seen})
+
+    def reported():
+        files = sorted(str(p) for p in tmp_path.rglob("*.py"))
+        context = build_index(files, str(tmp_path), cache=False).context_for(str(tmp_path / "trainer.py"))
+        return [d.code for d in lint_source(str(tmp_path / "trainer.py"), (tmp_path / "trainer.py").read_text(), Settings(), context)]
+
+    assert reported() == []
+    (tmp_path / "unseen.py").write_text("from trainer import fit\nfit(None, [], amp=True)\n")
+    assert reported() == ["SL101"]

@@ -164,9 +164,11 @@ class CommandLine:
                 return self._as_run(self._earlier[(id(owner), expr.value)], owner, depth + 1)
             values = self.bindings.get((id(owner), expr.value), ()) if owner is not None else ()
             if owner is not None and any(p.name.value == expr.value for p in owner.params):
-                # (every call of the project hands it `None`, and the function never sets it: `train_one_epoch(..., scaler=None)`)
-                if not values and self.parameter_values.get(owner.name, {}).get(expr.value) == PASSED_NONE and owner.parent is None:
-                    return None, f"callers:{expr.value}"
+                # (every call of the project hands it the same `None`, bool or integer, and the function never sets it:
+                # `train_one_epoch(..., scaler=None)`, `fit(model, amp=False)` whatever the default)
+                handed = self.parameter_values.get(owner.name, {}).get(expr.value) if not values and owner.parent is None else None
+                if handed == PASSED_NONE or type(handed) in (bool, int):
+                    return None if handed == PASSED_NONE else handed, f"callers:{expr.value}"
                 return unknown  # (a parameter the function may set: `if not use_fp16: scaler = None` keeps the caller's scaler otherwise)
             if len(values) == 1 and values[0] is not None:
                 constant = literal(values[0])

@@ -40,7 +40,8 @@ def one_as_written(model: "ModuleModel", length: cst.BaseExpression, scope: Scop
 
 def _left_at_one(model: "ModuleModel", name: str, scope: Scope) -> bool:
     project = model.roles.project
-    if project is None or project.parameter_values.get(scope.name, {}).get(name) != 1 or scope.parent is not None:
+    value = project.parameter_values.get(scope.name, {}).get(name) if project is not None else None
+    if type(value) is not int or value != 1 or scope.parent is not None:
         return False
     return name in {p.name.value for p in scope.params} and not any(name in bound_names(node) for node, _ in model.statements_of(scope))
 

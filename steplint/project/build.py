@@ -9,7 +9,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from steplint import __version__
 from steplint.cache import code_signature
@@ -147,13 +147,21 @@ def build_index(
     imports_store = SummaryStore(directory, "imports.json", dict) if cache else None
     imports_of = functools.partial(project_imports, store=imports_store)
     launches = launch_facts(root, every, facts, imports_of)
+    unseen = unseen_importers({r: facts[r].imported for r in every}, found, imports_of)
     if analysed:  # a run's lints learn nothing from modules not connected to theirs
         found = {relative: found[relative] for relative in connected_modules(imports_of({r: facts[r].imported for r in found}), kept)}
-    built = index_modules(found, root, settings, store, kept, pool, launches)
+    built = index_modules(found, root, settings, store, kept, pool, launches, unseen)
     for written in (store, text_store, imports_store):
         if written is not None:
             written.flush()
     return built
+
+
+def unseen_importers(imported: Dict[str, List[str]], summarised: Iterable[str], imports_of: Callable = None) -> FrozenSet[str]:
+    """The modules that a module with no summary may import (`imported`: module -> the names it may import, for
+    every module): a call there, unseen, may hand their functions anything."""
+    seen = set(summarised)
+    return frozenset(t for importer, targets in (imports_of or project_imports)(imported).items() if importer not in seen for t in targets)
 
 
 @dataclass
@@ -274,7 +282,7 @@ def _summary_words(text: str) -> bool:
 
 def index_modules(
     texts: Dict[str, str], root: str, settings=None, store: Optional["SummaryStore"] = None, kept: Optional[Dict[str, str]] = None,
-    pool: Optional[Pool] = None, launches: Optional[Launches] = None,
+    pool: Optional[Pool] = None, launches: Optional[Launches] = None, unseen_importers: FrozenSet[str] = frozenset(),
 ) -> BuiltIndex:
     """The index of modules given by relative path and text, their summaries read from and
     written to `store` (not flushed). `kept`: relative path -> the path of its lint later in the
@@ -287,7 +295,7 @@ def index_modules(
     kept = kept or {}
     launches = launch_facts(root, texts) if launches is None else launches  # (a module's effects are those of its runs: with the options they are given)
     summaries = _summaries({relative: (text, _launched(relative, launches)) for relative, text in texts.items()}, settings, store, kept, pool)
-    index = ProjectIndex(summaries, launches)
+    index = ProjectIndex(summaries, launches, unseen_importers)
     # A helper's parameters often have no role of their own (`def amp_step(scaler, optimizer)`):
     # summarise the modules whose callers give them one again, with those roles.
     again = {}
@@ -297,7 +305,7 @@ def index_modules(
             again[relative] = (texts[relative], replace(_launched(relative, launches), parameter_roles=roles))
     if again:
         summaries.update(_summaries(again, settings, store, kept, pool))
-        index = ProjectIndex(summaries, launches)
+        index = ProjectIndex(summaries, launches, unseen_importers)
     return BuiltIndex(index, root)
 
 

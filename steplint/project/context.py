@@ -57,7 +57,7 @@ class ModuleContext:
     precisions_configured: List[str] = field(default_factory=list)  # each value a config file gives a key named `precision` (Lightning's Trainer)
     torch_subclasses: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler or optimizer its class of the project derives from
     scheduler_methods: List[str] = field(default_factory=list)  # methods that set an optimizer's LR in some class of the project (ModuleSummary.lr_methods)
-    parameter_values: Dict[str, Dict[str, object]] = field(default_factory=dict)  # function -> parameter -> the integer every call of the project leaves it at, or PASSED_NONE
+    parameter_values: Dict[str, Dict[str, object]] = field(default_factory=dict)  # function -> parameter -> the integer or bool every call of the project leaves it at, or PASSED_NONE
     inner_schedules: Dict[str, list] = field(default_factory=dict)  # a class called as written (`optim.NoamOpt`) -> [class, counter, where]: steplint.model.inner_schedules
     parameter_inner_schedules: Dict[str, Dict[str, list]] = field(default_factory=dict)  # function -> parameter -> [class, counter, where] of what every caller hands it
     parameter_constructors: Dict[str, Dict[str, str]] = field(default_factory=dict)  # function -> parameter -> the class or factory that built the scheduler every caller hands it

@@ -6,7 +6,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import replace
 from functools import cached_property
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from steplint.effects import OPTIMIZER_BASES, PASSED_NONE, PROJECT_LR_SCHEDULE, SCHEDULER_MODULES
 from steplint.project import summary as s
@@ -19,9 +19,10 @@ Target = Tuple[str, s.FunctionSummary, Optional[str]]  # (module path, function,
 
 
 class ProjectIndex:
-    def __init__(self, summaries: Dict[str, s.ModuleSummary], launches: Optional[Launches] = None) -> None:
+    def __init__(self, summaries: Dict[str, s.ModuleSummary], launches: Optional[Launches] = None, unseen_importers: FrozenSet[str] = frozenset()) -> None:
         self.modules = summaries  # by path relative to the project root, with "/"
         self.launches = launches
+        self.unseen_importers = unseen_importers  # modules that a module with no summary may import (and call what it does not show)
         self._dotted = dotted_names(summaries)
         self._found_modules: Dict[Tuple[str, str], List[Tuple[str, str]]] = {}  # (importer's folder, name) -> modules_for
         self._composed: Dict[Tuple[str, str], List[s.Effect]] = {}
@@ -266,11 +267,15 @@ class ProjectIndex:
         return {name: roles for name in functions if (roles := {p: r for p, r in self._incoming.get((path, name), {}).items() if r})}
 
     def parameter_values(self, path: str) -> Dict[str, Dict[str, object]]:
-        """Function -> parameter -> the integer every call of the project leaves it at (passes it as
-        written, or leaves it to its integer default): `Trainer(..., grad_accumulation_steps=1)`; or
+        """Function -> parameter -> the integer or bool every call of the project leaves it at (passes it as
+        written, or leaves it to its default): `Trainer(..., grad_accumulation_steps=1)`, `fit(amp=False)`; or
         PASSED_NONE, when every call passes it `None` as written (`train_one_epoch(..., scaler=None)`)."""
         self._link_calls()
-        return _agreed(self._passed, path, self.modules[path].functions)
+        agreed = _agreed(self._passed, path, self.modules[path].functions)
+        if path not in self.unseen_importers:
+            return agreed
+        # (a module with no summary may call the function too: what switches it, `None` or a bool, is not known)
+        return {name: kept for name, found in agreed.items() if (kept := {p: v for p, v in found.items() if type(v) is int})}
 
     def context_for(self, path: str) -> Optional[ModuleContext]:
         module = self.modules.get(path)
@@ -499,7 +504,8 @@ def _bindings(call: s.CallRecord, target: s.FunctionSummary):
 def _agree(table: Dict[Tuple[str, str], Dict[str, object]], callee: Tuple[str, str], param: str, value: object) -> None:
     """Note what one call hands a parameter: kept while every call hands the same, None once two differ."""
     handed = table.setdefault(callee, {})
-    handed[param] = value if handed.get(param, value) == value else None
+    before = handed.get(param, value)
+    handed[param] = value if before == value and type(before) is type(value) else None  # (`True` is not the `1` another call passes)
 
 
 def _agreed(table: Dict[Tuple[str, str], Dict[str, object]], path: str, functions) -> Dict[str, Dict[str, object]]:
@@ -523,7 +529,7 @@ def _classes_bound(call: s.CallRecord, target: s.FunctionSummary):
 
 
 def _values_bound(call: s.CallRecord, target: s.FunctionSummary):
-    """(parameter, the integer the call leaves it at, PASSED_NONE for `None`, or None: not known) for each parameter of the target."""
+    """(parameter, the integer or bool the call leaves it at, PASSED_NONE for `None`, or None: not known) for each parameter of the target."""
     bound = dict(_bound(call, target))
     for param in target.params:
         if call.starred:

@@ -91,8 +91,8 @@ def summarize(model: ModuleModel, relative_path: str) -> s.ModuleSummary:
         returns = scope.node.returns.annotation if isinstance(scope.node, cst.FunctionDef) and scope.node.returns else None
         functions[id(scope)] = summary.functions[scope.name] = s.FunctionSummary(
             scope.name, _parameter_names(scope), lines.get(scope.name, 0), class_name=scope.class_name, returns_class=dotted(returns),
-            defaults={p.name.value: literal(p.default) if type(literal(p.default)) is int else PASSED_NONE for p in scope.params
-                      if p.default is not None and (type(literal(p.default)) is int or isinstance(p.default, cst.Name) and p.default.value == "None")},
+            defaults={p.name.value: literal(p.default) if type(literal(p.default)) in (int, bool) else PASSED_NONE for p in scope.params
+                      if p.default is not None and (type(literal(p.default)) in (int, bool) or isinstance(p.default, cst.Name) and p.default.value == "None")},
         )
     summary.functions["<module>"] = s.FunctionSummary("<module>")
 
@@ -248,7 +248,7 @@ def _call_record(model: ModuleModel, call: cst.Call, site: Site, defined: set, f
             break
         value = literal(arg.value)
         position = arg.keyword.value if arg.keyword is not None else str(len(record.args))
-        if type(value) is int:
+        if type(value) in (int, bool):
             record.literals[position] = value
         elif isinstance(arg.value, cst.Name) and arg.value.value == "None":
             record.nones.append(position)

@@ -24,7 +24,7 @@ from steplint.effects import (  # noqa: F401
     UNSCALE, UPDATE, Effect,
 )
 
-SUMMARY_FORMAT = 21  # part of the cache key: change it when the summaries change meaning
+SUMMARY_FORMAT = 22  # part of the cache key: change it when the summaries change meaning
 
 @dataclass
 class CallRecord:
@@ -35,7 +35,7 @@ class CallRecord:
     arg_roles: List[Optional[str]] = field(default_factory=list)
     kwargs: Dict[str, str] = field(default_factory=dict)  # keyword -> place
     kwarg_roles: Dict[str, Optional[str]] = field(default_factory=dict)
-    literals: Dict[str, int] = field(default_factory=dict)  # position ("0", "1", ...) or keyword -> the integer passed as written
+    literals: Dict[str, object] = field(default_factory=dict)  # position ("0", "1", ...) or keyword -> the integer or bool passed as written
     nones: List[str] = field(default_factory=list)  # positions or keywords passed `None` as written (`scaler=None`)
     classes: Dict[str, str] = field(default_factory=dict)  # position ("0", ...) or keyword -> the callee of the project that built the local passed
     constructors: Dict[str, str] = field(default_factory=dict)  # position or keyword -> the import-resolved class or factory that built a scheduler passed ("" unknown), where the call may run as launched
@@ -60,7 +60,7 @@ class FunctionSummary:
     returns_class: Optional[str] = None  # the class its instances come from: `-> Optimizers`, `return Optimizers(...)`
     local_classes: Dict[str, str] = field(default_factory=dict)  # local -> the callee that built it (`ckpt = CheckPoint(dir)`), as written
     returns_options: Optional[str] = None  # it returns the module's parsed command-line options, or their parser (steplint.model.options)
-    defaults: Dict[str, object] = field(default_factory=dict)  # parameter -> its default, where that is an integer literal, or PASSED_NONE for `None`
+    defaults: Dict[str, object] = field(default_factory=dict)  # parameter -> its default, where that is an integer or bool literal, or PASSED_NONE for `None`
 
 
 @dataclass

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Dict, Iterable, List, Optional
 
-from steplint.project.build import SummaryStore, index_modules, launch_facts, module_texts, project_files, project_root, read_modules, relative_path, summarized
+from steplint.project.build import SummaryStore, index_modules, launch_facts, module_texts, project_files, project_root, read_modules, relative_path, summarized, unseen_importers
+from steplint.project.reach import imported_names
 from steplint.pool import Pool
 from steplint.project.context import ModuleContext
 
@@ -25,6 +26,7 @@ class ServerProject:
         self.store = SummaryStore(cache_dir) if cache_dir else None
         every = read_modules(files, root, open_texts)
         self.texts = {relative: text for relative, text in every.items() if summarized(relative, text)}  # of the summarised modules
+        self.imported = {relative: imported_names(text) for relative, text in every.items()}  # of every module, for unseen_importers
         self.launches = launch_facts(root, every)  # (read once: an edited launch script is seen by the next server)
         with Pool(os.cpu_count() or 1) as pool:
             self._reindex(pool)
@@ -32,7 +34,8 @@ class ServerProject:
             self.store.flush()  # (only now: typing would fill the cache with every version of a module)
 
     def _reindex(self, pool: Optional[Pool] = None) -> None:
-        self.built = index_modules(self.texts, self.root, None, self.store, pool=pool, launches=self.launches)
+        self.built = index_modules(self.texts, self.root, None, self.store, pool=pool, launches=self.launches,
+                                   unseen_importers=unseen_importers(self.imported, self.texts))
         self._contexts: Dict[str, Optional[ModuleContext]] = {}
 
     def context_for(self, path: str) -> Optional[ModuleContext]:
@@ -46,8 +49,13 @@ class ServerProject:
         if relative is None:
             return False
         kept = text if text is not None and summarized(relative, text) else None
-        if self.texts.get(relative) == kept:
+        imported = imported_names(text) if text is not None else None
+        if self.texts.get(relative) == kept and self.imported.get(relative) == imported:
             return False
+        if imported is None:
+            self.imported.pop(relative, None)
+        else:
+            self.imported[relative] = imported
         if kept is None:
             del self.texts[relative]
         else:
