@@ -321,5 +321,9 @@ def test_a_switch_every_seen_call_turns_off_is_unknown_while_a_module_with_no_su
         return [d.code for d in lint_source(str(tmp_path / "trainer.py"), (tmp_path / "trainer.py").read_text(), Settings(), context)]
 
     assert reported() == []
+    # (a module with no summary that imports another name of the module calls no `fit` unseen)
+    (tmp_path / "trainer.py").write_text((tmp_path / "trainer.py").read_text() + "\n\ndef describe():\n    return 'fit'\n")
+    (tmp_path / "report.py").write_text("from trainer import describe\nprint(describe())\n")
+    assert reported() == []
     (tmp_path / "unseen.py").write_text("from trainer import fit\nfit(None, [], amp=True)\n")
     assert reported() == ["SL101"]

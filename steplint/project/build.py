@@ -18,7 +18,7 @@ from steplint.engine import needs_analysis
 from steplint.files import SKIPPED_DIRS, FileError, read_text
 from steplint.pool import PARALLEL_FROM_TASKS, Pool
 from steplint.project.context import ModuleContext
-from steplint.project.index import ProjectIndex
+from steplint.project.index import ProjectIndex, dotted_names, modules_for
 from steplint.project.launches import CodeNotes, Launches, code_notes, is_python_config, read_launches
 from steplint.project.reach import connected_modules, imported_names, imports
 from steplint.project.summary import SUMMARY_FORMAT, ModuleSummary
@@ -147,7 +147,7 @@ def build_index(
     imports_store = SummaryStore(directory, "imports.json", dict) if cache else None
     imports_of = functools.partial(project_imports, store=imports_store)
     launches = launch_facts(root, every, facts, imports_of)
-    unseen = unseen_importers({r: facts[r].imported for r in every}, found, imports_of)
+    unseen = unseen_importers({r: facts[r].imported for r in every}, found)
     if analysed:  # a run's lints learn nothing from modules not connected to theirs
         found = {relative: found[relative] for relative in connected_modules(imports_of({r: facts[r].imported for r in found}), kept)}
     built = index_modules(found, root, settings, store, kept, pool, launches, unseen)
@@ -158,10 +158,21 @@ def build_index(
 
 
 def unseen_importers(imported: Dict[str, List[str]], summarised: Iterable[str], imports_of: Callable = None) -> FrozenSet[str]:
-    """The modules that a module with no summary may import (`imported`: module -> the names it may import, for
-    every module): a call there, unseen, may hand their functions anything."""
+    """What the modules with no summary may import (`imported`: module -> the names it may import, for every module):
+    `path` for a module imported whole, `path:name` for a name imported from it, `*:name` for a name imported from a
+    package (which may re-export it from any of its modules). A call there, unseen, may hand those functions anything."""
     seen = set(summarised)
-    return frozenset(t for importer, targets in (imports_of or project_imports)(imported).items() if importer not in seen for t in targets)
+    paths = set(imported)
+    dotted = dotted_names(paths)
+    found = set()
+    for importer, names in imported.items():
+        for qualified in names if importer not in seen else ():
+            for target, attribute in modules_for(paths, dotted, importer, qualified):
+                name = attribute.split(".")[0]
+                if target == importer:
+                    continue
+                found.add(target if not name else f"*:{name}" if target.endswith("__init__.py") else f"{target}:{name}")
+    return frozenset(found)
 
 
 @dataclass

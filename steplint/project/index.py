@@ -22,7 +22,7 @@ class ProjectIndex:
     def __init__(self, summaries: Dict[str, s.ModuleSummary], launches: Optional[Launches] = None, unseen_importers: FrozenSet[str] = frozenset()) -> None:
         self.modules = summaries  # by path relative to the project root, with "/"
         self.launches = launches
-        self.unseen_importers = unseen_importers  # modules that a module with no summary may import (and call what it does not show)
+        self.unseen_importers = unseen_importers  # what a module with no summary may import and call unseen (steplint.project.build.unseen_importers)
         self._dotted = dotted_names(summaries)
         self._found_modules: Dict[Tuple[str, str], List[Tuple[str, str]]] = {}  # (importer's folder, name) -> modules_for
         self._composed: Dict[Tuple[str, str], List[s.Effect]] = {}
@@ -272,10 +272,13 @@ class ProjectIndex:
         PASSED_NONE, when every call passes it `None` as written (`train_one_epoch(..., scaler=None)`)."""
         self._link_calls()
         agreed = _agreed(self._passed, path, self.modules[path].functions)
-        if path not in self.unseen_importers:
-            return agreed
-        # (a module with no summary may call the function too: what switches it, `None` or a bool, is not known)
-        return {name: kept for name, found in agreed.items() if (kept := {p: v for p, v in found.items() if type(v) is int})}
+        unseen = self.unseen_importers
+
+        def hidden(function: str) -> bool:  # (a module with no summary may call it too: what switches it, `None` or a bool, is not known)
+            name = function.split(".")[0]
+            return path in unseen or f"{path}:{name}" in unseen or f"*:{name}" in unseen
+
+        return {name: kept for name, found in agreed.items() if (kept := {p: v for p, v in found.items() if type(v) is int or not hidden(name)})}
 
     def context_for(self, path: str) -> Optional[ModuleContext]:
         module = self.modules.get(path)
