@@ -147,7 +147,7 @@ def build_index(
     imports_store = SummaryStore(directory, "imports.json", dict) if cache else None
     imports_of = functools.partial(project_imports, store=imports_store)
     launches = launch_facts(root, every, facts, imports_of)
-    unseen = unseen_importers({r: facts[r].imported for r in every}, found)
+    unseen = unseen_importers({r: facts[r].imported for r in every}, found, imports_store)
     if analysed:  # a run's lints learn nothing from modules not connected to theirs
         found = {relative: found[relative] for relative in connected_modules(imports_of({r: facts[r].imported for r in found}), kept)}
     built = index_modules(found, root, settings, store, kept, pool, launches, unseen)
@@ -157,11 +157,17 @@ def build_index(
     return built
 
 
-def unseen_importers(imported: Dict[str, List[str]], summarised: Iterable[str], imports_of: Callable = None) -> FrozenSet[str]:
+def unseen_importers(imported: Dict[str, List[str]], summarised: Iterable[str], store: Optional["SummaryStore"] = None) -> FrozenSet[str]:
     """What the modules with no summary may import (`imported`: module -> the names it may import, for every module):
     `path` for a module imported whole, `path:name` for a name imported from it, `*:name` for a name imported from a
-    package (which may re-export it from any of its modules). A call there, unseen, may hand those functions anything."""
+    package (which may re-export it from any of its modules). A call there, unseen, may hand those functions anything.
+    From `store` when a run read the same names before."""
     seen = set(summarised)
+    if store is not None:
+        key = _content_key("unseen", json.dumps(imported, sort_keys=True), json.dumps(sorted(seen)))
+        if key not in store:
+            store[key] = {"unseen": sorted(unseen_importers(imported, seen))}
+        return frozenset(store[key]["unseen"])
     paths = set(imported)
     dotted = dotted_names(paths)
     found = set()
