@@ -11,7 +11,7 @@ already converted units, and nothing is said.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -187,6 +187,39 @@ def unwrapped(iterable: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     return iterable if dotted(iterable) is not None else None
 
 
+def built_from_its_loops_batches(model: "ModuleModel", event: Event) -> Optional[cst.Call]:
+    """The `len(loader)` the scheduler stepped in a loop over `loader` was built from, with no division anywhere in
+    what it is handed (`LinearLR(args, params, num_steps)`, `num_steps = len(loader)`, the loop drawing from `loader`
+    itself or through `p_bar = tqdm(loader)`): whatever class it is, its table is laid out over batches."""
+    loop = event.site.loop
+    if not isinstance(loop, cst.For):
+        return None
+    known = assignments(model)
+    built = constructor_of(model, known, event)
+    if built is None or built[1].scope is not event.site.scope:
+        return None
+    call, site = built
+    nodes = [n for argument in call.args for n in _expanded(known, argument.value, site, depth=3, leaves=("len",))]
+    if any(n is None or isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.Divide, cst.FloorDivide)) for n in nodes):
+        return None
+    data = _drawn_from(known, loop_iterable(loop), event.site)
+    return next((n for n in nodes if isinstance(n, cst.Call) and dotted(n.func) == "len" and n.args and dotted(n.args[0].value) in data), None)
+
+
+def _drawn_from(known: Assignments, iterable: Optional[cst.BaseExpression], site: Site, depth: int = 2) -> Set[str]:
+    """The names the loop's iterable holds the data of: itself, and what each earlier assignment to it wraps
+    (`p_bar = loader`, `p_bar = tqdm(p_bar, total=n)`)."""
+    name = dotted(iterable) if iterable is not None else None
+    if name is None:
+        return set()
+    found = {name}
+    for node in known.before(site.scope, name, site.order) if depth else ():
+        value = unwrapped(node.value) if isinstance(node, cst.Assign) else None
+        if value is not None and dotted(value) != name:
+            found |= _drawn_from(known, value, site, depth - 1)
+    return found
+
+
 def schedule_length_in_batches(model: "ModuleModel", known: Assignments, event: Event, boundary: ModuloBoundary) -> Optional[ScheduleLength]:
     """The scheduler's length counts the batches of the loop it steps in, once per window: it reads
     `len(loader)` of that loop and nothing about the window length or any division."""
@@ -291,14 +324,17 @@ def sized_in_the_batches_it_steps_per(model: "ModuleModel", event: Event) -> boo
     return boundary is not None and schedule_length_in_batches(model, assignments(model), event, boundary) is not None
 
 
-def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> Iterator[Optional[cst.CSTNode]]:
+def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int, leaves: Tuple[str, ...] = ()) -> Iterator[Optional[cst.CSTNode]]:
     """Every node of `expr`, and of the one earlier assignment in the same scope of each name it
-    reads (a few levels deep). None stands for a name assigned more than once: not one value."""
+    reads (a few levels deep). None stands for a name assigned more than once: not one value.
+    `leaves`: calls not looked into (`len`: `len(loader)` is a length whatever builds `loader`)."""
     yield expr
+    if leaves and isinstance(expr, cst.Call) and dotted(expr.func) in leaves:
+        return
     name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
     if name is None:
         for child in expr.children:
-            yield from _expanded(known, child, site, depth)
+            yield from _expanded(known, child, site, depth, leaves)
         return
     if not depth:
         return
@@ -306,7 +342,7 @@ def _expanded(known: Assignments, expr: cst.CSTNode, site: Site, depth: int) -> 
     if len(earlier) > 1 or any(isinstance(n, cst.AugAssign) for n in earlier):
         yield None
     elif earlier and earlier[0].value is not None:  # type: ignore[attr-defined]
-        yield from _expanded(known, earlier[0].value, site, depth - 1)  # type: ignore[attr-defined]
+        yield from _expanded(known, earlier[0].value, site, depth - 1, leaves)  # type: ignore[attr-defined]
 
 
 def _single_target(node: cst.CSTNode) -> Optional[str]:

@@ -30,7 +30,7 @@ from steplint.model.counters import DATA_SIZE, enumerated
 from steplint.model.precision import command_line_default
 from steplint.model.roles import SCHEDULER
 from steplint.model.events import CHECKPOINT_SAVE, COUNTER_INCREMENT, EARLY_EXIT, EVALUATION, SCHEDULER_STEP, Event
-from steplint.model.schedules import assignments, length_argument, loop_iterable, unwrapped
+from steplint.model.schedules import assignments, built_from_its_loops_batches, length_argument, loop_iterable, unwrapped
 from steplint.model.structure import Site
 from steplint.model.syntax import assignment_targets, conjuncts, dotted, last_name, walk_expressions
 from steplint.suppress import DECLARED_UNITS, intent_basis
@@ -742,6 +742,9 @@ def _schedule_unit(model, event: Event):
         if role is None or role.per_update is not True:
             return False, ""
         return UPDATES, "`step_update(n)` of a scheduler built to count updates (`t_in_epochs=False`)"
+    drawn = built_from_its_loops_batches(model, event)
+    if drawn is not None:
+        return BATCHES, f"a schedule built from `{model.text.of(drawn)}`, the batches of the loop that steps it"
     first, last = model.text.rows(event.site.statement)
     if "steplint:" in model.source.text:
         basis = intent_basis(model.source, range(first, last + 1))
