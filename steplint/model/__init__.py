@@ -304,7 +304,7 @@ def _builds_alike(model: ModuleModel, project, settings) -> bool:
     contexts = [c for c in (built_with, project) if c is not None]
     if (built_with.parameter_roles if built_with else {}) != (project.parameter_roles if project else {}):
         return False
-    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "launch_values", "configured_options", "switched_off_keys", "contested_globals", "switches_set_true", "switches_given_to_scripts", "configured_values", "precisions_configured", "torch_subclasses", "scheduler_methods", "parameter_values", "inner_schedules", "parameter_inner_schedules", "parameter_constructors")):
+    if any(getattr(built_with, name, None) != getattr(project, name, None) for name in ("launch_options", "launch_values", "configured_options", "switched_off_keys", "contested_globals", "switches_set_true", "switches_given_to_scripts", "configured_values", "precisions_configured", "precision_keys_configured", "torch_subclasses", "scheduler_methods", "parameter_values", "inner_schedules", "parameter_inner_schedules", "parameter_constructors")):
         return False
     if any(callee.effects or callee.returns or any(callee.returns_each) or callee.options for context in contexts for callee in context.calls.values()):
         return False

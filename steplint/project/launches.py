@@ -273,7 +273,8 @@ class Launches:
     def _config_fields(self, configs: Optional["ConfigKeys"]) -> Dict[str, List[str]]:
         return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
                 "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
-                "configured_values": self.configured_values(configs), "precisions_configured": self.precisions_configured(configs)}
+                "configured_values": self.configured_values(configs), "precisions_configured": self.precisions_configured(configs),
+                "precision_keys_configured": sorted({path.rsplit(".", 1)[-1] for path in (configs or self.configs).config_values})}
 
     def precisions_configured(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
         """Every value a config file gives a key named `precision` (Lightning's `trainer: {precision: 16-mixed}`),
