@@ -87,7 +87,7 @@ class CommandLine:
     callers_read: Set[str] = field(default_factory=set)  # functions whose callers were read (ModuleModel.callers_read)
     called_elsewhere: Set[str] = field(default_factory=set)  # functions other modules of the project call
     parameter_values: Dict[str, Dict[str, object]] = field(default_factory=dict)  # function -> parameter -> what every call hands it (ModuleContext)
-    precision_keys_configured: Set[str] = field(default_factory=set)  # precision keys some config file gives a value (ModuleContext)
+    precision_keys_configured: Dict[str, List[str]] = field(default_factory=dict)  # precision keys config files give a value -> the values (ModuleContext)
     _reaching: Dict[int, Optional[frozenset]] = field(default_factory=dict)  # id(scope) -> the lines that may run it (None: all)
     _only_line: Optional[int] = None  # while a call's tests are read for one line
     _uses: Optional[Counter] = None
@@ -248,11 +248,12 @@ class CommandLine:
 
     def _precision_default(self, key: str, default: cst.BaseExpression) -> tuple:
         """(the default, `default:KEY`) of a precision key read with one (`cfg.get("amp_dtype", "bf16")`) that no
-        config file gives, no launch line passes and no code of the project writes; (..., None) otherwise."""
+        launch line passes and no code of the module writes, and that every config file giving it gives that same
+        value (or none does); (..., None) otherwise."""
         value = literal(default)
         if not (PRECISION_KEY.search(key) and isinstance(value, str)) or self.given is None or key in self.given or key in self.written:
             return ..., None
-        if key in self.precision_keys_configured or key in self.configured or key in self.set_true:
+        if any(scalar(word) != value for word in self.precision_keys_configured.get(key, ())) or key in self.configured or key in self.set_true:
             return ..., None
         return value, f"default:{key}"
 
@@ -740,7 +741,7 @@ def read_command_line(structure: Structure, project, text: str = "") -> CommandL
                         given_to_scripts=set(project.switches_given_to_scripts) if launched else set(),
                         configured_values=dict(project.configured_values) if launched else {},
                         launch_values=project.launch_values if launched else None,
-                        precision_keys_configured=set(project.precision_keys_configured) if launched else set())
+                        precision_keys_configured=dict(project.precision_keys_configured) if launched else {})
     found.module_scope = next((scope for scope in structure.scopes if scope.name == "<module>"), None)
     found.text = text
     found.called_elsewhere = set(project.called_elsewhere) if project is not None else set()

@@ -55,7 +55,7 @@ class ModuleContext:
     switches_given_to_scripts: List[str] = field(default_factory=list)  # loss-scaling switches a launch line gives the script it names
     configured_values: Dict[str, List[str]] = field(default_factory=dict)  # precision key or number key path -> the values the configs give it (nothing else sets it)
     precisions_configured: List[str] = field(default_factory=list)  # each value a config file gives a key named `precision` (Lightning's Trainer)
-    precision_keys_configured: List[str] = field(default_factory=list)  # the name of each precision key a config file gives a value, whatever else sets it
+    precision_keys_configured: Dict[str, List[str]] = field(default_factory=dict)  # each precision key a config file gives a value, whatever else sets it -> those values
     torch_subclasses: Dict[str, str] = field(default_factory=dict)  # imported name -> the torch scheduler or optimizer its class of the project derives from
     scheduler_methods: List[str] = field(default_factory=list)  # methods that set an optimizer's LR in some class of the project (ModuleSummary.lr_methods)
     parameter_values: Dict[str, Dict[str, object]] = field(default_factory=dict)  # function -> parameter -> the integer or bool every call of the project leaves it at, or PASSED_NONE

@@ -274,7 +274,14 @@ class Launches:
         return {"configured_options": sorted((configs or self.configs).configured), "switched_off_keys": self.switched_off(configs),
                 "switches_set_true": sorted(k for k in self.switched_on(configs) if _SWITCH.search(k)),
                 "configured_values": self.configured_values(configs), "precisions_configured": self.precisions_configured(configs),
-                "precision_keys_configured": sorted({path.rsplit(".", 1)[-1] for path in (configs or self.configs).config_values})}
+                "precision_keys_configured": self.precision_keys_configured(configs)}
+
+    def precision_keys_configured(self, configs: Optional["ConfigKeys"] = None) -> Dict[str, List[str]]:
+        """The name of each precision key a config file gives a value, whatever else sets it -> those values."""
+        found: Dict[str, Set[str]] = {}
+        for path, words in (configs or self.configs).config_values.items():
+            found.setdefault(path.rsplit(".", 1)[-1], set()).update(words)
+        return {key: sorted(words) for key, words in sorted(found.items())}
 
     def precisions_configured(self, configs: Optional["ConfigKeys"] = None) -> List[str]:
         """Every value a config file gives a key named `precision` (Lightning's `trainer: {precision: 16-mixed}`),
