@@ -157,8 +157,7 @@ def _feeds_in_updates(model, increment, unit):
     if not model.state.resumable or not any(_names_or_paces(model, saves, c, increment) for c in others if c.label == "checkpoint"):
         feeds.discard("checkpoint")
     for label in list(feeds):
-        mine = [c for c in others if c.label == label]
-        if mine and all(model.units.counts_in_other_units(increment, c, unit) for c in mine):
+        if model.units.all_in_other_units(increment, unit, [c for c in others if c.label == label]):
             feeds.discard(label)
     return feeds
 

@@ -67,9 +67,8 @@ def check(model):
             feeds = model.counters.feeds(event)
             if not feeds & {"schedule", "lr"}:
                 continue
-            unit = model.units.counter_unit(event)
             moving = [c for c in model.units.consumers_of(event) if c.label in ("schedule", "lr")]
-            if moving and all(model.units.counts_in_other_units(event, c, unit) for c in moving):
+            if model.units.all_in_other_units(event, model.units.counter_unit(event), moving):
                 continue  # (`lr_table.step(step, optimizer)`, its table laid out over the loop's batches: per batch is its recipe)
             applicability = UNSAFE if feeds & {"stop", "checkpoint"} else SAFE
         boundary = model.windows.boundary(update.site)

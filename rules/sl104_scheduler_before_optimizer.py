@@ -52,12 +52,10 @@ when an object whose state it restores is built again after the restore; and a l
 `--fix` never applies it to a diagnostic the first report showed without a fix.
 """
 
-import libcst as cst
-
 from steplint.fixes import SAFE, Fix
 from steplint.model import OPTIMIZER_STEP, SCHEDULER_STEP, SKIPPABLE_STEP
 from steplint.model.schedules import positioned_by_hand, sets_its_first_lr
-from steplint.model.syntax import conjuncts, literal, names_in
+from steplint.model.guards import past_the_first_pass
 from steplint.rewrite import after_statement, lone_statement, move_to
 from steplint.rule import Finding, rule
 
@@ -89,7 +87,7 @@ def _epoch_step_before_its_batches(model):
             continue
         if positioned_by_hand(model, step):
             continue  # (`scheduler.last_epoch = start_epoch - 1` first: the step at the top of each epoch is the order meant)
-        if _not_on_the_first_pass(step, loop):
+        if past_the_first_pass(step.site, loop):
             continue  # (`if epoch > 0: scheduler.step()` at the top: the step that ends the previous epoch)
         in_epoch = [u for u in updates if u.site.scope is step.site.scope and any(l is loop for l in u.site.loops)
                     and not model.passes.exclusive(u.site, step.site)]
@@ -98,22 +96,6 @@ def _epoch_step_before_its_batches(model):
         name = model.text.of(step.subject)
         yield Finding(step.node, f"`{name}` advances at the start of each epoch, before the updates of its batches: the schedule's "
                                  "first value is skipped and every LR change comes one epoch early (step it after the epoch's batches)")
-
-
-def _not_on_the_first_pass(step, loop) -> bool:
-    """The step runs under a test that the loop's first pass fails: `epoch > 0`, `epoch != start`, `epoch >= 1`,
-    or `if epoch:`, on a name the loop counts with (its target, or a name its `while` test reads)."""
-    counted = set(names_in(loop.target if isinstance(loop, cst.For) else loop.test))
-    for guard in step.site.guards:
-        for test in conjuncts(guard.test) if not guard.negated else ():
-            if isinstance(test, cst.Name) and test.value in counted:
-                return True
-            if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name) and test.left.value in counted):
-                continue
-            operator, bound = test.comparisons[0].operator, literal(test.comparisons[0].comparator)
-            if isinstance(operator, (cst.GreaterThan, cst.NotEqual)) or isinstance(operator, cst.GreaterThanEqual) and type(bound) is int and bound >= 1:
-                return True
-    return False
 
 
 def _after_update(model, step, update, name):

@@ -595,6 +595,22 @@ def _equalities(module: cst.Module, guard: Guard) -> Set[tuple]:
     return found
 
 
+def past_the_first_pass(site: Site, loop) -> bool:
+    """The site runs under a test that the loop's first pass fails: `epoch > 0`, `epoch != start`, `epoch >= 1`,
+    or `if epoch:`, on a name the loop counts with (its target, or a name its `while` test reads)."""
+    counted = set(names_in(loop.target if isinstance(loop, cst.For) else loop.test))
+    for guard in site.guards:
+        for test in conjuncts(guard.test) if not guard.negated else ():
+            if isinstance(test, cst.Name) and test.value in counted:
+                return True
+            if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name) and test.left.value in counted):
+                continue
+            operator, bound = test.comparisons[0].operator, literal(test.comparisons[0].comparator)
+            if isinstance(operator, (cst.GreaterThan, cst.NotEqual)) or isinstance(operator, cst.GreaterThanEqual) and type(bound) is int and bound >= 1:
+                return True
+    return False
+
+
 def _is_not_none(test: cst.BaseExpression) -> bool:
     """`x is not None` for a name or attribute `x`."""
     return (

@@ -257,14 +257,20 @@ class CommandLine:
             return ..., None
         return value, f"default:{key}"
 
-    def _set_once_in_its_class(self, expr: cst.Attribute, scope) -> Optional[tuple]:
-        """(the value, its scope) of `self.attr` read in a method, when the module writes `attr` once, in that class."""
+    def _writes_in_its_class(self, expr: cst.Attribute, scope) -> Optional[list]:
+        """[(value or None, scope)] of each `self.attr = ...` in the class of the method that reads `self.attr`;
+        None when `expr` is no such read."""
         if not (isinstance(expr.value, cst.Name) and scope is not None and scope.class_name and expr.value.value == scope.self_name):
             return None
-        writes = self.written_values.get(expr.attr.value, ())
-        if len(writes) != 1 or writes[0][0] is None or writes[0][1].class_name != scope.class_name or writes[0][2] != writes[0][1].self_name:
+        return [(value, owner) for value, owner, receiver in self.written_values.get(expr.attr.value, ())
+                if owner.class_name == scope.class_name and receiver == owner.self_name]
+
+    def _set_once_in_its_class(self, expr: cst.Attribute, scope) -> Optional[tuple]:
+        """(the value, its scope) of `self.attr` read in a method, when the module writes `attr` once, in that class."""
+        writes = self._writes_in_its_class(expr, scope)
+        if not writes or len(writes) != 1 or len(self.written_values[expr.attr.value]) != 1 or writes[0][0] is None:
             return None
-        return writes[0][0], writes[0][1]
+        return writes[0]
 
     def _the_binding_that_runs(self, owner, name: str, depth: int) -> tuple:
         """(the value of a local assigned in several branches, what decides it) when the tests of every
@@ -448,9 +454,7 @@ class CommandLine:
         if self.given is None or expr is None or self.value_as_run(expr, scope)[0] is not ...:
             return None
         for _ in range(3):  # through locals and attributes set once (`amp = config.get("amp", False)`, `self.amp = params.get("use_amp", True)`)
-            if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and scope is not None and scope.class_name and expr.value.value == scope.self_name:
-                assigned = [(value, owner) for value, owner, receiver in self.written_values.get(expr.attr.value, ())
-                            if owner.class_name == scope.class_name and receiver == owner.self_name]
+            if isinstance(expr, cst.Attribute) and (assigned := self._writes_in_its_class(expr, scope)) is not None:
                 # (only to a default: a copy of another key, `self.amp_run = args.amp_gen`, is read by its own name)
                 if len(assigned) != 1 or not (isinstance(assigned[0][0], cst.Call) and last_name(assigned[0][0].func) == "get"):
                     break

@@ -142,7 +142,8 @@ class RoleTable:
     ) -> None:
         self.imports = imports
         self.structure = structure
-        # classes of the project derived from a torch scheduler, by the name this module calls them -> that scheduler
+        # classes of the project derived from a torch scheduler or optimizer, by the name this module calls them -> that
+        # class; or PROJECT_LR_SCHEDULE, for one whose step() sets the LR (steplint.model.events.lr_schedule_classes)
         self.torch_subclasses = torch_subclasses or {}
         # methods that set an optimizer's LR in the module's classes (steplint.model.events.lr_setting_methods), and in the project's
         self.own_scheduler_methods = scheduler_methods
@@ -331,13 +332,12 @@ class RoleTable:
         derived_from = self.torch_subclasses.get(written) if written and (owner is None or owner.name == "<module>") else None
         if derived_from in OPTIMIZER_BASES:  # `class AdamW(torch.optim.Optimizer)` of the project
             return Role(OPTIMIZER, CONSTRUCTOR)
-        if derived_from == PROJECT_LR_SCHEDULE:  # a class of the project whose step() sets the LR: a schedule of its own making
-            given = keyword(call, "optimizer") or next(iter(positional(call)), None)
-            return Role(SCHEDULER, CONSTRUCTOR, optimizer=self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None)
         if derived_from is not None:  # `class WarmupPolyLR(torch.optim.lr_scheduler._LRScheduler)` of the project
             given = keyword(call, "optimizer") or next(iter(positional(call)), None)
-            return Role(SCHEDULER, CONSTRUCTOR, metric=derived_from.endswith("ReduceLROnPlateau"), constructor=derived_from,
-                        optimizer=self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None)
+            optimizer = self.key(given, scope) if isinstance(given, (cst.Name, cst.Attribute)) else None
+            if derived_from == PROJECT_LR_SCHEDULE:  # (a class whose step() sets the LR: a schedule of the project's own making)
+                return Role(SCHEDULER, CONSTRUCTOR, optimizer=optimizer)
+            return Role(SCHEDULER, CONSTRUCTOR, metric=derived_from.endswith("ReduceLROnPlateau"), constructor=derived_from, optimizer=optimizer)
         qualified = self.qualified(call.func, scope)
         if qualified is None:
             return None

@@ -615,9 +615,9 @@ class State:
         # (and a framework's resume, which puts back every object it prepared: `accelerator.load_state(path)`)
         # (or an object the model cannot tell, whose `load_state(path)` may put back as much: a vendored copy of accelerate's
         # Accelerator, `from pasd.accelerate import Accelerator`)
+        restoring |= {id(site.scope) for _, site in self.accelerate_states["load_state"]}
         restoring |= {id(site.scope) for call, site in self.model.structure.calls if isinstance(call.func, cst.Attribute)
-                      and call.func.attr.value == "load_state" and (self.model.roles.is_(call.func.value, site.scope, ACCELERATOR)
-                                                                     or self.model.roles.of(call.func.value, site.scope) is None)}
+                      and call.func.attr.value == "load_state" and self.model.roles.of(call.func.value, site.scope) is None}
         for node, site, position in _position_reads(self.model):
             if id(site.scope) in restoring or any(r.site.scope is site.scope and r.site.trail[0] == site.trail[0] for r in found):
                 continue

@@ -196,6 +196,10 @@ class Units:
             return False
         return consumer.unit in DATA_UNITS or self.reads_only_data_position(consumer, increment)
 
+    def all_in_other_units(self, increment: Event, unit: CounterUnit, consumers: List[Consumer]) -> bool:
+        """There are such consumers, and each one counts in other units than attempts (counts_in_other_units)."""
+        return bool(consumers) and all(self.counts_in_other_units(increment, c, unit) for c in consumers)
+
     @staticmethod
     def describe(unit: CounterUnit) -> str:
         """The evidence for a counter's unit, for a message: `counts batches (set to ...; named ...)`."""

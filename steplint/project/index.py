@@ -347,9 +347,8 @@ class ProjectIndex:
         found = {}
         for name in self.modules[path].imports:
             where = self._definition(path, name)
-            base = self._torch_base(*where) if where is not None and where[0] != path else None
-            if where is not None and where[0] != path and where[1] in self.modules[where[0]].lr_classes:
-                base = PROJECT_LR_SCHEDULE  # (`from utils import CosineLRSchedule`, whose step() sets the LR)
+            elsewhere = where is not None and where[0] != path
+            base = None if not elsewhere else PROJECT_LR_SCHEDULE if where[1] in self.modules[where[0]].lr_classes else self._torch_base(*where)
             if base is not None:
                 found[name] = base
             for target, attribute in self._modules_for(path, self.modules[path].imports[name]) if where is None else ():
